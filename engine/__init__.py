@@ -1,0 +1,52 @@
+"""Stepwise: durable action trees on SQLAlchemy models, run by Dramatiq workers.
+
+The public API, grouped as in the README.
+"""
+
+from __future__ import annotations
+
+from . import status
+from .achievement import Achievement, checksum
+from .achievement import forget as forget_achievement
+from .action import Action
+from .actor import Actor, BoundAction, action
+from .config import handling
+from .db import Base, configure
+from .db import session as new_session
+from .definition import Definition, define, definition
+from .errors import (
+    ActorNotFound,
+    ArgumentError,
+    ConfigurationError,
+    Deadlock,
+    EngineError,
+    InvalidTransition,
+    NoPendingActions,
+    NotAnActor,
+    UnknownAction,
+)
+from .history import ActionEvent
+from .invocation import Invocation, later, now
+from .migrate import create_all, upgrade
+from .outbound import complete, complete_action, complete_later
+from .performance import Completion, Performance
+from .registry import register_service
+from .step import Step, StepContext
+
+__version__ = "0.1.0"
+
+__all__ = [  # noqa: RUF022 - grouped by purpose
+    # declaring
+    "Actor", "action", "define", "definition", "Definition", "register_service",
+    # invoking and completing
+    "later", "now", "complete", "complete_action", "complete_later", "Completion",
+    "forget_achievement", "checksum", "handling",
+    # database
+    "Base", "configure", "new_session", "upgrade", "create_all",
+    # models
+    "Action", "Step", "StepContext", "Performance", "Achievement", "Invocation", "ActionEvent",
+    "BoundAction", "status",
+    # errors
+    "EngineError", "ConfigurationError", "UnknownAction", "NotAnActor", "ActorNotFound",
+    "ArgumentError", "InvalidTransition", "Deadlock", "NoPendingActions",
+]

@@ -1,0 +1,100 @@
+"""The broker: where jobs' messages go, chosen from the environment, and sent only after
+the transaction that caused them commits.
+
+A message is a doorbell, never the truth: it carries ids, and every job checks the
+database before acting, so a lost, late or duplicated message changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import dramatiq
+from dramatiq.brokers.stub import StubBroker
+from sqlalchemy import event
+from sqlalchemy.orm import Session, SessionTransaction
+
+from . import clock
+
+log = logging.getLogger("stepwise")
+
+QUEUE = "stepwise"
+_AFTER_COMMIT = "stepwise.after_commit"
+
+
+def from_environment() -> dramatiq.Broker:
+    """``REDIS_URL``, then ``RABBITMQ_URL``, else Dramatiq's in-memory stub broker."""
+    redis_url = os.environ.get("REDIS_URL")
+    if redis_url:
+        from dramatiq.brokers.redis import RedisBroker
+
+        return RedisBroker(url=redis_url)
+    rabbitmq_url = os.environ.get("RABBITMQ_URL")
+    if rabbitmq_url:
+        from dramatiq.brokers.rabbitmq import RabbitmqBroker
+
+        return RabbitmqBroker(url=rabbitmq_url)
+    return StubBroker()
+
+
+_configured = False
+
+
+def setup() -> dramatiq.Broker:
+    """Install the environment's broker as Dramatiq's global broker, once per process."""
+    global _configured
+    if not _configured:
+        dramatiq.set_broker(from_environment())
+        _configured = True
+    return dramatiq.get_broker()
+
+
+def use(broker: dramatiq.Broker) -> dramatiq.Broker:
+    """Switch to ``broker`` and declare every known job on it (tests, embedded worker)."""
+    global _configured
+    previous = dramatiq.get_broker() if _configured else None
+    dramatiq.set_broker(broker)
+    _configured = True
+    if previous is not None:
+        for name in previous.get_declared_actors():
+            broker.declare_actor(previous.get_actor(name))
+    return broker
+
+
+def after_commit(session: Session, callback: Callable[[], Any]) -> None:
+    """Run ``callback`` once the session's current transaction commits; drop it on rollback."""
+    session.info.setdefault(_AFTER_COMMIT, []).append(callback)
+
+
+def enqueue(session: Session, job: Any, *args: Any, delay: timedelta | None = None) -> None:
+    """Send ``job(*args)`` after the session's transaction commits."""
+    after_commit(session, lambda: send(job, *args, delay=delay))
+
+
+def send(job: Any, *args: Any, delay: timedelta | None = None) -> None:
+    broker = dramatiq.get_broker()
+    if job.actor_name not in broker.get_declared_actors():
+        broker.declare_actor(job)
+    due = clock.now() + (delay or timedelta())
+    message = job.message_with_options(args=args, stepwise_due=due.isoformat())
+    broker.enqueue(message, delay=int(delay.total_seconds() * 1000) if delay else None)
+
+
+@event.listens_for(Session, "after_commit")
+def _send_after_commit(session: Session) -> None:
+    callbacks = session.info.pop(_AFTER_COMMIT, None)
+    for callback in callbacks or ():
+        try:
+            callback()
+        except Exception:  # the database holds the truth; the sweeper re-sends lost work
+            log.exception("stepwise: could not run an after-commit callback")
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _drop_after_rollback(session: Session, previous: SessionTransaction) -> None:
+    if previous.parent is None and previous.nested is False:
+        session.info.pop(_AFTER_COMMIT, None)

@@ -1,0 +1,42 @@
+"""Configuration of how the engine treats errors raised by user code.
+
+``handle_exceptions`` lists the exception classes that fail a step or an action instead of
+propagating to the worker: all exceptions by default, none under ``engine.testing``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+#: Exception classes that are handled: stored on the action and in its history, and the
+#: step or action fails. Anything else propagates to Dramatiq (and the transaction rolls back).
+handle_exceptions: tuple[type[BaseException], ...] = (Exception,)
+
+
+def handles(error: BaseException) -> bool:
+    return isinstance(error, Exception) and isinstance(error, handle_exceptions)
+
+
+def run_user_code(fn: Callable[..., Any], *args: Any) -> BaseException | None:
+    """Call ``fn``; return the handled exception it raised, or None. Unhandled ones propagate."""
+    try:
+        fn(*args)
+    except Exception as error:
+        if handles(error):
+            return error
+        raise
+    return None
+
+
+@contextmanager
+def handling(*classes: type[BaseException]) -> Iterator[None]:
+    """Handle ``classes`` (default: every Exception) inside the block, then restore."""
+    global handle_exceptions
+    saved = handle_exceptions
+    handle_exceptions = classes or (Exception,)
+    try:
+        yield
+    finally:
+        handle_exceptions = saved

@@ -1,0 +1,168 @@
+"""The database: the engine's declarative base, its connection and its sessions.
+
+The database is the only source of truth. ``configure()`` is the one place that reads
+``DATABASE_URL``; on SQLite every transaction begins IMMEDIATE so two writers never
+deadlock on a lock upgrade, which makes SQLite's single writer behave like a lane lock.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import BigInteger, Integer, MetaData, create_engine, event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+from . import clock
+
+DEFAULT_URL = "sqlite:///stepwise.db"
+
+#: Primary keys are BIGINT on PostgreSQL and INTEGER (the rowid) on SQLite.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+T = TypeVar("T")
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the engine's own tables (``stepwise_*``)."""
+
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class Timestamps:
+    created_at: Mapped[datetime] = mapped_column(default=clock.now)
+    updated_at: Mapped[datetime] = mapped_column(default=clock.now, onupdate=clock.now)
+
+
+_engine: Engine | None = None
+_sessionmaker: sessionmaker[Session] | None = None
+
+
+def configure(target: str | Engine | None = None, **engine_options: Any) -> Engine:
+    """Point the engine at a database: a URL, an existing SQLAlchemy ``Engine`` (for example
+    Flask-SQLAlchemy's ``db.engine``), or ``DATABASE_URL`` / ``sqlite:///stepwise.db``."""
+    global _engine, _sessionmaker
+    if isinstance(target, Engine):
+        engine = target
+    else:
+        url = target or os.environ.get("DATABASE_URL") or DEFAULT_URL
+        url = normalize_url(url)
+        if url.startswith("sqlite"):
+            engine_options.setdefault("connect_args", {"timeout": 30})
+        engine = create_engine(url, **engine_options)
+    if engine.dialect.name == "sqlite":
+        prepare_sqlite(engine)
+    _engine = engine
+    _sessionmaker = sessionmaker(bind=engine, expire_on_commit=False)
+    return engine
+
+
+def normalize_url(url: str) -> str:
+    """Accept the ``postgres://`` and ``postgresql://`` URLs that platforms hand out, and
+    use psycopg 3 for them."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+_prepared: set[int] = set()
+
+
+def prepare_sqlite(engine: Engine) -> None:
+    if id(engine) in _prepared:
+        return
+    _prepared.add(id(engine))
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let us emit BEGIN ourselves (pysqlite's own transaction handling is deferred).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        if engine.url.database not in (None, "", ":memory:"):
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        # IMMEDIATE takes the write lock up front: a deferred transaction that reads and
+        # then writes can fail with SQLITE_BUSY when another writer got there first.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def get_engine() -> Engine:
+    if _engine is None:
+        configure()
+    assert _engine is not None
+    return _engine
+
+
+def session() -> Session:
+    """A new session on the configured database. The caller commits or rolls back."""
+    if _sessionmaker is None:
+        configure()
+    assert _sessionmaker is not None
+    return _sessionmaker()
+
+
+@contextmanager
+def transaction() -> Iterator[Session]:
+    """A session whose work is committed on success and rolled back on error."""
+    with session() as s:
+        try:
+            yield s
+            s.commit()
+        except BaseException:
+            s.rollback()
+            raise
+
+
+def is_postgres(s: Session) -> bool:
+    bind = s.get_bind()
+    return bind.dialect.name == "postgresql"
+
+
+def is_retryable(error: BaseException) -> bool:
+    """A deadlock, a serialization failure or a busy SQLite file: the transaction can be
+    run again from the start."""
+    if not isinstance(error, DBAPIError):
+        return False
+    orig = getattr(error, "orig", None)
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if sqlstate in ("40001", "40P01"):
+        return True
+    return isinstance(error, OperationalError) and "database is locked" in str(error)
+
+
+def retrying(s: Session, work: Callable[[], T], attempts: int = 5) -> T:
+    """Run ``work`` in ``s`` and commit, again from the start when the database reports a
+    deadlock or a serialization failure (PostgreSQL picks a victim; it is always safe to
+    retry because nothing was committed)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            result = work()
+            s.commit()
+            return result
+        except Exception as error:
+            s.rollback()
+            if attempt == attempts or not is_retryable(error):
+                raise
+            time.sleep(0.01 * attempt)
+    raise AssertionError("unreachable")

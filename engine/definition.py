@@ -1,0 +1,208 @@
+"""Definitions: the declared shape of an action (steps, hooks, keys, checksum, timeout,
+outbound flag), and the ``@action`` decorator that declares one on an actor class.
+
+A definition only describes; the state machine lives in action, step and performance.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, overload
+
+from . import registry, status
+from .achievement import checksum as checksum_of
+from .errors import ArgumentError
+
+if TYPE_CHECKING:
+    from .action import Action
+
+StepFn = Callable[..., Any]
+Hook = Callable[..., Any]
+#: A key option: a literal string, a list joined with "/", a property, or a callable
+#: called as a method with the action's arguments: ``fn(actor, *arguments)``.
+KeyOption = str | Sequence[str] | property | Callable[..., Any] | None
+TimeoutOption = timedelta | int | float | str | Callable[..., Any] | None
+
+
+def takes_step(fn: Callable[..., Any]) -> bool:
+    """A function whose first parameter after ``self`` is named ``step`` is a step body;
+    any other function is the method a one-step action calls."""
+    params = list(inspect.signature(fn).parameters)
+    return len(params) >= 2 and params[1] == "step"
+
+
+class Definition:
+    """What ``@action`` declares for one (actor class, action name)."""
+
+    def __init__(
+        self,
+        actor_class: type,
+        name: str,
+        *,
+        outbound: bool = False,
+        timeout: TimeoutOption = None,
+        concurrency_key: KeyOption = None,
+        checksum: KeyOption = None,
+        checksum_key: KeyOption = None,
+        job: Any = None,
+    ) -> None:
+        self.actor_class = actor_class
+        self.name = name
+        self.outbound = outbound or job is not None
+        self.timeout = timeout
+        self.concurrency_key = concurrency_key
+        self.checksum = checksum
+        self.checksum_key = checksum_key
+        self.job = job
+        #: The method a step-less action calls; None means ``getattr(actor, name)``.
+        self.method: Callable[..., Any] | None = None
+        self.steps: list[StepFn] = []
+        self.prepended: list[StepFn] = []
+        self.before_hook: Hook | None = None
+        self.callbacks: list[tuple[str, Hook]] = []
+
+    def __repr__(self) -> str:
+        return f"<Definition {self.actor_class.__name__}.{self.name}>"
+
+    # --- declaring --------------------------------------------------------------------
+
+    def body(self, fn: Callable[..., Any]) -> Definition:
+        """Use ``fn`` as the first step (it takes ``step``) or as the plain method."""
+        if takes_step(fn):
+            self.steps.append(fn)
+        else:
+            self.method = fn
+        return self
+
+    def step(self, fn: StepFn) -> StepFn:
+        """Append a step: ``fn(actor, step, *arguments)``."""
+        self.steps.append(fn)
+        return fn
+
+    def prepend_step(self, fn: StepFn) -> StepFn:
+        """Put a step in front of all the others."""
+        self.prepended.insert(0, fn)
+        return fn
+
+    def before(self, fn: Hook) -> Hook:
+        """The hook run before the action joins its lane: ``fn(actor, action, *arguments)``.
+        It may call ``action.cancel()`` or ``action.complete()``, or replace
+        ``action.arguments``. One per definition; the last one declared wins."""
+        self.before_hook = fn
+        return fn
+
+    @overload
+    def after(self, fn: Hook, /) -> Hook: ...
+    @overload
+    def after(self, *statuses: str) -> Callable[[Hook], Hook]: ...
+
+    def after(self, *statuses: Any) -> Any:
+        """Add an after-callback for the given statuses, or for all when none are given:
+        ``@visit.after("failed", "timed_out")`` or ``@visit.after``."""
+        if len(statuses) == 1 and callable(statuses[0]):
+            self.callbacks.append((status.ALL, statuses[0]))
+            return statuses[0]
+        for name in statuses:
+            if name not in status.CALLBACK_STATUSES:
+                raise ArgumentError(
+                    f"after-callbacks take {sorted(status.CALLBACK_STATUSES)}, not {name!r}"
+                )
+
+        def register(fn: Hook) -> Hook:
+            for name in statuses or (status.ALL,):
+                self.callbacks.append((name, fn))
+            return fn
+
+        return register
+
+    def succeeded(self, fn: Hook) -> Hook:
+        return self.after(status.SUCCEEDED)(fn)  # type: ignore[no-any-return]
+
+    def failed(self, fn: Hook) -> Hook:
+        return self.after(status.FAILED)(fn)  # type: ignore[no-any-return]
+
+    def cancelled(self, fn: Hook) -> Hook:
+        return self.after(status.CANCELLED)(fn)  # type: ignore[no-any-return]
+
+    def timed_out(self, fn: Hook) -> Hook:
+        return self.after(status.TIMED_OUT)(fn)  # type: ignore[no-any-return]
+
+    # --- reading ----------------------------------------------------------------------
+
+    def all_steps(self) -> list[StepFn]:
+        """Prepended steps, then the declared ones, or the one default step."""
+        return [*self.prepended, *(self.steps or [self.default_step])]
+
+    def default_step(self, actor: Any, step: Any, *arguments: Any) -> None:
+        if self.job is not None:
+            from . import broker
+
+            broker.enqueue(step.session, self.job, step.action.id)
+            return
+        method = self.method
+        if method is not None:
+            method(actor, *arguments)
+        else:
+            target = getattr(actor, self.name)
+            getattr(target, "__wrapped_method__", target)(*arguments)
+
+    def callbacks_for(self, completed_status: str) -> list[Hook]:
+        return [fn for name, fn in self.callbacks if name in (completed_status, status.ALL)]
+
+    def tenancy_key(self, action: Action) -> str:
+        return f"{action.actor_type}/{action.actor_id}/{self.name}"
+
+    def key(self, option: KeyOption, actor: Any, arguments: Sequence[Any], default: str) -> str:
+        value = option if isinstance(option, (str, list, tuple)) else call(option, actor, arguments)
+        if value is None or value is False or value == "" or value == [] or value == ():
+            return default
+        if isinstance(value, (list, tuple)):
+            return "/".join(str(v) for v in value) or default
+        return str(value)
+
+    def checksum_value(self, actor: Any, arguments: Sequence[Any]) -> str | None:
+        if self.checksum is None:
+            return None
+        return checksum_of(call(self.checksum, actor, arguments))
+
+    def timeout_seconds(self, actor: Any, arguments: Sequence[Any]) -> int | None:
+        option = self.timeout
+        if option is None:
+            return None
+        value = getattr(actor, option) if isinstance(option, str) else option
+        if callable(value) and not isinstance(value, timedelta):
+            value = value() if isinstance(option, str) else value(actor, *arguments)
+        if value is None:
+            return None
+        if isinstance(value, timedelta):
+            return int(value.total_seconds())
+        return int(value)
+
+
+def call(option: Any, actor: Any, arguments: Sequence[Any]) -> Any:
+    if option is None:
+        return None
+    if isinstance(option, property):
+        return option.fget(actor) if option.fget else None
+    if callable(option):
+        return option(actor, *arguments)
+    return option
+
+
+def define(actor_class: type, name: str, fn: Callable[..., Any] | None = None, **options: Any) -> Definition:
+    """Declare (or redeclare) action ``name`` on ``actor_class`` outside its class body.
+
+    Without ``fn`` the action calls the method of the same name. Redeclaring replaces the
+    whole definition, callbacks included."""
+    definition = Definition(actor_class, name, **options)
+    if fn is not None:
+        definition.body(fn)
+    return registry.add(definition)
+
+
+def definition(actor_class: type, name: str) -> Definition:
+    """The definition ``actor_class`` owns for ``name``, to add steps or callbacks to it from
+    outside the class body; an inherited definition is copied for the subclass first."""
+    return registry.own(actor_class, name)

@@ -1,0 +1,54 @@
+"""The engine's exceptions: a small hierarchy whose messages name the ids involved
+and say how to fix the problem."""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base class for every error raised by the engine."""
+
+
+class ConfigurationError(EngineError):
+    """Raised when the engine is used before it is configured, or configured wrongly."""
+
+
+class UnknownAction(EngineError):
+    """Raised when an action name is neither declared on an actor class nor a method of it."""
+
+    def __init__(self, actor_class: str, name: str) -> None:
+        super().__init__(
+            f"{actor_class} has no action {name!r}: declare it with @action on {actor_class}, "
+            f"or define a method named {name!r}"
+        )
+        self.actor_class = actor_class
+        self.name = name
+
+
+class NotAnActor(EngineError):
+    """Raised when an object is used as an actor but is neither a persisted SQLAlchemy row
+    nor a registered service object."""
+
+
+class ActorNotFound(EngineError):
+    """Raised when a stored actor reference no longer resolves to a row or a service."""
+
+
+class ArgumentError(EngineError, TypeError):
+    """Raised when action arguments cannot be stored as JSON, or an option is malformed."""
+
+
+class InvalidTransition(EngineError):
+    """Raised when a status change is not allowed by the state diagram in ``engine.status``."""
+
+
+class Deadlock(EngineError):
+    """Raised when an action would join the lane held by one of its own ancestors.
+
+    The ancestor waits for the descendant and the descendant waits for the lane, so the
+    tree could never move. Handled like any error in user code: the invocation ends
+    ``deadlocked`` and its parent step fails.
+    """
+
+
+class NoPendingActions(EngineError):
+    """Raised when a step is told a child concluded but it waits on nothing."""

@@ -1,0 +1,93 @@
+"""History: the append-only event log of every action.
+
+Every state change lands here with its cause (invariant 7): the data behind the studio's
+trace and timeline. Events are plain inserts batched with the transaction's flush.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import JSON, BigInteger, Index, String
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from . import clock
+from .db import Base, Id
+
+if TYPE_CHECKING:
+    from .action import Action
+
+log = logging.getLogger("stepwise")
+
+# Causes: who or what made the change.
+WORKER = "worker"
+CALLER = "caller"
+OPERATOR = "operator"
+WEBHOOK = "webhook"
+TIMEOUT = "timeout"
+SWEEPER = "sweeper"
+
+
+class ActionEvent(Base):
+    __tablename__ = "stepwise_action_events"
+    __table_args__ = (
+        Index("ix_stepwise_action_events_action", "action_id", "id"),
+        # Reading one whole tree's history in order.
+        Index("ix_stepwise_action_events_tree", "root_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    action_id: Mapped[int | None] = mapped_column(BigInteger)
+    root_id: Mapped[int | None] = mapped_column(BigInteger)
+    invocation_id: Mapped[int | None] = mapped_column(BigInteger)
+    step_id: Mapped[int | None] = mapped_column(BigInteger)
+    event: Mapped[str] = mapped_column(String(40))
+    cause: Mapped[str] = mapped_column(String(20))
+    by: Mapped[str | None] = mapped_column(String(255))
+    at: Mapped[datetime] = mapped_column(default=clock.now)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    def __repr__(self) -> str:
+        return f"<ActionEvent {self.event} action={self.action_id} {self.data}>"
+
+
+def record(
+    session: Session,
+    action: Action | None,
+    event: str,
+    *,
+    cause: str = WORKER,
+    by: str | None = None,
+    invocation_id: int | None = None,
+    step_id: int | None = None,
+    **data: Any,
+) -> ActionEvent:
+    """Append one event to ``action``'s history and log one line for it."""
+    entry = ActionEvent(
+        action_id=action.id if action is not None else None,
+        root_id=action.tree_id if action is not None else None,
+        invocation_id=invocation_id,
+        step_id=step_id,
+        event=event,
+        cause=cause,
+        by=by,
+        at=clock.now(),
+        data=data,
+    )
+    session.add(entry)
+    if action is not None:
+        log.info(
+            "%s action=%s name=%s actor=%s/%s cause=%s %s",
+            event,
+            action.id,
+            action.name,
+            action.actor_type,
+            action.actor_id,
+            cause,
+            data or "",
+        )
+    else:
+        log.info("%s invocation=%s cause=%s %s", event, invocation_id, cause, data or "")
+    return entry

@@ -1,0 +1,114 @@
+"""Jobs: the Dramatiq functions workers run. Each takes ids, reads the truth from the
+database and is a no-op when its message is delivered twice.
+
+Run workers with ``dramatiq engine.jobs yourapp.models`` (import your actor classes).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import dramatiq
+from sqlalchemy import update
+
+from . import broker, clock, db, history, registry, status
+
+broker.setup()
+
+OPTIONS: dict[str, Any] = {"queue_name": broker.QUEUE, "max_retries": 10}
+
+
+@dramatiq.actor(actor_name="stepwise.admit", **OPTIONS)
+def admit(invocation_id: int) -> None:
+    """Admit an invocation to its lane and run the steps that become ready."""
+    from .invocation import Invocation, admit as admit_invocation
+    from .step import resume, run_ready
+
+    with db.session() as session:
+        action = db.retrying(session, lambda: admit_invocation(session, invocation_id))
+        if action is None:
+            # Redelivered (perhaps after a crash): finish what the first delivery began.
+            invocation = session.get(Invocation, invocation_id)
+            if invocation is not None and invocation.action_id is not None:
+                resume(session, invocation.action_id)
+        run_ready(session)
+
+
+@dramatiq.actor(actor_name="stepwise.perform_step", **OPTIONS)
+def perform_step(step_id: int) -> None:
+    """Run a step body that was opened but not run."""
+    from .step import ready, run_ready
+
+    with db.session() as session:
+        ready(session).append(step_id)
+        run_ready(session)
+
+
+@dramatiq.actor(actor_name="stepwise.timeout", **OPTIONS)
+def timeout(action_id: int) -> None:
+    """Time out a performing action whose deadline has passed."""
+    from .action import Action
+    from .performance import complete_action
+    from .step import run_ready
+
+    with db.session() as session:
+
+        def work() -> timedelta | None:
+            action = session.get(Action, action_id, populate_existing=True)
+            if action is None or action.status != status.PERFORMING or not action.started_at:
+                return None
+            deadline = action.started_at + timedelta(seconds=action.timeout_seconds or 0)
+            if clock.now() <= deadline:
+                return deadline - clock.now() + timedelta(milliseconds=1)
+            complete_action(session, action, status.TIMED_OUT, cause=history.TIMEOUT)
+            return None
+
+        early = db.retrying(session, work)
+        if early is not None:
+            broker.send(timeout, action_id, delay=early)
+        run_ready(session)
+
+
+@dramatiq.actor(actor_name="stepwise.wait_over", **OPTIONS)
+def wait_over(invocation_id: int) -> None:
+    """A ``step.wait`` elapsed: conclude it in its step, once."""
+    from .invocation import Invocation
+    from .step import conclude, run_ready
+
+    with db.session() as session:
+
+        def work() -> timedelta | None:
+            wait = session.get(Invocation, invocation_id, populate_existing=True)
+            if wait is None or wait.concluded_at is not None:
+                return None
+            if wait.due_at is not None and clock.now() < wait.due_at:
+                return wait.due_at - clock.now()
+            row = session.execute(
+                update(Invocation)
+                .where(Invocation.id == invocation_id, Invocation.concluded_at.is_(None))
+                .values(concluded_at=clock.now(), settled_at=clock.now(), outcome="waited")
+                .returning(Invocation.parent_step_id)
+                .execution_options(synchronize_session=False)
+            ).first()
+            if row is not None and row[0] is not None:
+                conclude(session, row[0], True)
+            return None
+
+        early = db.retrying(session, work)
+        if early is not None:
+            broker.send(wait_over, invocation_id, delay=early)
+        run_ready(session)
+
+
+@dramatiq.actor(actor_name="stepwise.complete", **OPTIONS)
+def complete(actor_type: str, actor_id: str, name: str, to: str = status.SUCCEEDED) -> None:
+    """Complete an outbound action by actor and name (``complete_later``)."""
+    from .outbound import complete as complete_outbound
+
+    with db.session() as session:
+        actor = registry.load_actor(session, actor_type, actor_id)
+        complete_outbound(actor, name, to)
+
+
+__all__ = ["admit", "complete", "perform_step", "timeout", "wait_over"]

@@ -1,0 +1,12 @@
+"""Every table of the engine, imported in one place so the metadata is complete."""
+
+from __future__ import annotations
+
+from .achievement import Achievement
+from .action import Action
+from .history import ActionEvent
+from .invocation import Invocation
+from .performance import Performance
+from .step import Step, step_actions
+
+__all__ = ["Achievement", "Action", "ActionEvent", "Invocation", "Performance", "Step", "step_actions"]

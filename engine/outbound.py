@@ -1,0 +1,110 @@
+"""Outbound completion: finishing an action from outside (a webhook, an operator, a job).
+
+Completing is idempotent: the second completion of an action returns a falsy
+``Completion`` whose reason is ``"already_completed"`` and changes nothing (invariant 2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, object_session
+
+from . import broker, db, history, registry, status
+from .action import Action
+from .invocation import session_for
+from .performance import Completion, complete_action as complete_in_lane, forward, outbound_lane
+
+
+def complete(
+    actor: Any,
+    name: str,
+    to: str = status.SUCCEEDED,
+    *,
+    cause: str = history.CALLER,
+    by: str | None = None,
+    note: str | None = None,
+) -> Completion:
+    """Complete the outbound action ``name`` that is current in its lane on ``actor``.
+
+    If the actor and name hold several lanes, the lane whose current action is oldest is
+    completed. Only a lane's current action is addressable this way; use
+    ``complete_action`` for a specific one."""
+    session, own = session_for(actor)
+    actor_type, actor_id = registry.actor_ref(actor)
+    tenancy = f"{actor_type}/{actor_id}/{name}"
+
+    def work() -> Completion:
+        lane = outbound_lane(session, tenancy)
+        if lane is None:
+            last = session.scalars(
+                select(Action)
+                .where(Action.actor_type == actor_type, Action.actor_id == actor_id, Action.name == name)
+                .order_by(Action.id.desc())
+                .limit(1)
+            ).first()
+            if last is not None and last.status in status.TERMINAL:
+                return Completion(False, "already_completed", last)
+            return Completion(False, "not_found", last)
+        current = session.get(Action, lane.action_id, populate_existing=True)
+        assert current is not None
+        forward(session, lane, current, to, cause=cause, by=by, note=note)
+        return Completion(True, "completed", current)
+
+    try:
+        return _run(session, work)
+    finally:
+        if own:
+            session.close()
+
+
+def complete_action(
+    action: Action | int,
+    to: str = status.SUCCEEDED,
+    *,
+    session: Session | None = None,
+    cause: str = history.CALLER,
+    by: str | None = None,
+    note: str | None = None,
+) -> Completion:
+    """Complete one action by object or id, whether performing or queued (for example
+    ``complete_action(action, "cancelled")`` takes a queued action out of its lane)."""
+    own = False
+    if session is None:
+        session = object_session(action) if isinstance(action, Action) else None
+    if session is None:
+        session, own = db.session(), True
+    action_id = action if isinstance(action, int) else action.id
+
+    def work() -> Completion:
+        found = session.get(Action, action_id)
+        if found is None:
+            return Completion(False, "not_found", None)
+        return complete_in_lane(session, found, to, cause=cause, by=by, note=note)
+
+    try:
+        return _run(session, work)
+    finally:
+        if own:
+            session.close()
+
+
+def complete_later(actor: Any, name: str, to: str = status.SUCCEEDED) -> None:
+    """Complete ``name`` on ``actor`` from a worker, after the actor's session commits."""
+    from . import jobs
+
+    actor_type, actor_id = registry.actor_ref(actor)
+    session = object_session(actor)
+    if session is None:
+        broker.send(jobs.complete, actor_type, actor_id, name, to)
+    else:
+        broker.enqueue(session, jobs.complete, actor_type, actor_id, name, to)
+
+
+def _run(session: Session, work: Any) -> Completion:
+    from .step import run_ready
+
+    result: Completion = db.retrying(session, work)
+    run_ready(session)
+    return result

@@ -1,0 +1,164 @@
+"""The registry: definitions by (actor class, action name), and actor classes and service
+objects by the type name stored on action rows.
+
+``find`` walks the class's MRO, so subclasses inherit their parents' definitions;
+``find_or_add`` turns any undeclared method into a one-step action, as Stepped does.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.exc import NoInspectionAvailable
+from sqlalchemy.orm import Session
+
+from .errors import ActorNotFound, NotAnActor, UnknownAction
+
+if TYPE_CHECKING:
+    from .definition import Definition
+
+_definitions: dict[tuple[type, str], Definition] = {}
+_actor_classes: dict[str, type] = {}
+_services: dict[tuple[str, str], object] = {}
+_jobs: list[Any] = []
+
+
+def type_name(cls: type) -> str:
+    """The name stored in ``actor_type``: ``__stepwise_type__`` or the class name."""
+    return str(getattr(cls, "__stepwise_type__", None) or cls.__name__)
+
+
+def add_actor_class(cls: type) -> None:
+    _actor_classes.setdefault(type_name(cls), cls)
+
+
+def add(definition: Definition) -> Definition:
+    """Register ``definition``, replacing any earlier one for the same class and name."""
+    add_actor_class(definition.actor_class)
+    _definitions[(definition.actor_class, definition.name)] = definition
+    if definition.job is not None and definition.job not in _jobs:
+        _jobs.append(definition.job)
+    return definition
+
+
+def remove(cls: type, name: str) -> None:
+    _definitions.pop((cls, name), None)
+
+
+def find(cls: type, name: str) -> Definition | None:
+    for klass in cls.__mro__:
+        found = _definitions.get((klass, name))
+        if found is not None:
+            return found
+    return None
+
+
+def find_or_add(cls: type, name: str) -> Definition:
+    """The definition of ``name`` for ``cls``; an undeclared method becomes a one-step action."""
+    found = find(cls, name)
+    if found is not None:
+        return found
+    if not callable(getattr(cls, name, None)):
+        raise UnknownAction(cls.__name__, name)
+    from .definition import Definition
+
+    return add(Definition(cls, name))
+
+
+def own(cls: type, name: str) -> Definition:
+    """The definition ``cls`` owns for ``name``: an inherited one is copied first, so that
+    changing it (prepending a step, adding a callback) leaves the parent's alone."""
+    found = find(cls, name)
+    if found is None:
+        from .definition import Definition
+
+        return add(Definition(cls, name))
+    if found.actor_class is cls:
+        return found
+    mine = copy.copy(found)
+    mine.actor_class = cls
+    mine.steps = list(found.steps)
+    mine.callbacks = list(found.callbacks)
+    return add(mine)
+
+
+def job_classes() -> list[Any]:
+    """Every Dramatiq job used with ``job=`` in a definition."""
+    return list(_jobs)
+
+
+# --- actors -----------------------------------------------------------------------------
+
+
+def register_service(obj: object, id: str = "default") -> object:
+    """Make a plain object an actor: actions on it are stored as (its class name, ``id``)."""
+    cls = type(obj)
+    add_actor_class(cls)
+    _services[(type_name(cls), id)] = obj
+    obj.__dict__["__stepwise_id__"] = id
+    return obj
+
+
+def actor_ref(actor: object) -> tuple[str, str]:
+    """(actor_type, actor_id) of a persisted SQLAlchemy row or a registered service object."""
+    cls = type(actor)
+    service_id = getattr(actor, "__dict__", {}).get("__stepwise_id__")
+    if service_id is not None:
+        return type_name(cls), str(service_id)
+    try:
+        state = sa_inspect(actor)
+    except NoInspectionAvailable:
+        raise NotAnActor(
+            f"{cls.__name__} is not an actor: use a SQLAlchemy model row, or register the "
+            f"object with engine.register_service(obj, id=...)"
+        ) from None
+    identity = getattr(state, "identity", None)
+    if identity is None:
+        raise NotAnActor(
+            f"{cls.__name__} has no primary key yet: add it to a session and flush before "
+            f"invoking an action on it"
+        )
+    if len(identity) != 1:
+        raise NotAnActor(f"{cls.__name__} has a composite primary key, which actors cannot use")
+    add_actor_class(cls)
+    return type_name(cls), str(identity[0])
+
+
+def actor_class(actor_type: str) -> type:
+    cls = _actor_classes.get(actor_type)
+    if cls is None:
+        raise ActorNotFound(
+            f"no actor class named {actor_type!r} is registered in this process: import the "
+            f"module that defines it before the worker starts (dramatiq engine.jobs yourapp)"
+        )
+    return cls
+
+
+def load_actor(session: Session, actor_type: str, actor_id: str) -> object:
+    service = _services.get((actor_type, actor_id))
+    if service is not None:
+        return service
+    cls = actor_class(actor_type)
+    mapper = sa_inspect(cls)
+    column = mapper.primary_key[0]
+    try:
+        key: Any = column.type.python_type(actor_id)
+    except (NotImplementedError, ValueError, TypeError):
+        key = actor_id
+    row = session.get(cls, key)
+    if row is None:
+        raise ActorNotFound(f"{actor_type}/{actor_id} no longer exists")
+    return row
+
+
+def snapshot() -> tuple[dict[tuple[type, str], Definition], list[Any]]:
+    """The registry's definitions, to ``restore`` later (tests redefine actions freely)."""
+    return dict(_definitions), list(_jobs)
+
+
+def restore(state: tuple[dict[tuple[type, str], Definition], list[Any]]) -> None:
+    _definitions.clear()
+    _definitions.update(state[0])
+    _jobs[:] = state[1]

@@ -1,0 +1,62 @@
+"""Statuses of actions and steps, and the transitions between them, as data.
+
+This module is the state diagram: every status writer in the engine checks its
+transition against ``TRANSITIONS`` so an action completes at most once (invariant 2).
+"""
+
+from __future__ import annotations
+
+PENDING = "pending"
+PERFORMING = "performing"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+CANCELLED = "cancelled"
+SUPERSEDED = "superseded"
+TIMED_OUT = "timed_out"
+DEADLOCKED = "deadlocked"
+
+ACTION_STATUSES: tuple[str, ...] = (
+    PENDING,
+    PERFORMING,
+    SUCCEEDED,
+    FAILED,
+    CANCELLED,
+    SUPERSEDED,
+    TIMED_OUT,
+    DEADLOCKED,
+)
+
+#: Statuses of an action that is still in its lane.
+INCOMPLETE: frozenset[str] = frozenset({PENDING, PERFORMING})
+
+#: Statuses an action may be completed with (by its steps, a timeout or from outside).
+COMPLETIONS: frozenset[str] = frozenset({SUCCEEDED, FAILED, CANCELLED, TIMED_OUT})
+
+#: Statuses that end an action. Deadlocked invocations are never persisted as actions,
+#: but the status exists so that an unsaved action can report it.
+TERMINAL: frozenset[str] = frozenset(set(ACTION_STATUSES) - INCOMPLETE)
+
+#: from-status -> statuses it may move to. Anything else is refused by the writer.
+TRANSITIONS: dict[str, frozenset[str]] = {
+    PENDING: frozenset({PERFORMING, SUPERSEDED}) | COMPLETIONS,
+    PERFORMING: COMPLETIONS,
+}
+
+#: Statuses the after-callbacks may be registered for (Stepped: no superseded/deadlocked).
+CALLBACK_STATUSES: frozenset[str] = COMPLETIONS
+ALL = "all"
+
+# Steps are created performing and end succeeded or failed.
+STEP_PERFORMING = PERFORMING
+STEP_SUCCEEDED = SUCCEEDED
+STEP_FAILED = FAILED
+STEP_STATUSES: tuple[str, ...] = (PENDING, STEP_PERFORMING, STEP_SUCCEEDED, STEP_FAILED)
+
+
+def sources_of(to: str) -> frozenset[str]:
+    """The statuses from which an action may move to ``to``."""
+    return frozenset(src for src, targets in TRANSITIONS.items() if to in targets)
+
+
+def is_terminal(status: str) -> bool:
+    return status in TERMINAL
