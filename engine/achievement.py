@@ -45,9 +45,7 @@ def exists(session: Session, checksum_key: str, value: str | None) -> bool:
     if value is None:
         return False
     found = session.scalar(
-        select(Achievement.id).where(
-            Achievement.checksum_key == checksum_key, Achievement.checksum == value
-        )
+        select(Achievement.id).where(Achievement.checksum_key == checksum_key, Achievement.checksum == value)
     )
     return found is not None
 

@@ -85,9 +85,7 @@ class Action(Timestamps, Base):
     started_at: Mapped[datetime | None]
     completed_at: Mapped[datetime | None]
 
-    steps: Mapped[list[Step]] = relationship(
-        back_populates="action", order_by="Step.id", viewonly=True
-    )
+    steps: Mapped[list[Step]] = relationship(back_populates="action", order_by="Step.id", viewonly=True)
     parent_steps: Mapped[list[Step]] = relationship(
         secondary="stepwise_step_actions",
         primaryjoin="Action.id == stepwise_step_actions.c.child_action_id",
@@ -95,9 +93,7 @@ class Action(Timestamps, Base):
         order_by="Step.id",
         viewonly=True,
     )
-    performance: Mapped[Performance | None] = relationship(
-        foreign_keys=[performance_id], viewonly=True
-    )
+    performance: Mapped[Performance | None] = relationship(foreign_keys=[performance_id], viewonly=True)
 
     def __repr__(self) -> str:
         return f"<Action {self.id} {self.actor_type}/{self.actor_id}.{self.name} {self.status}>"
@@ -137,7 +133,7 @@ class Action(Timestamps, Base):
                 raise InvalidTransition(f"action {self.id} is not attached to a session")
             cached = list(arguments.load(session, self.arguments_json or []))
             self.__dict__["_arguments"] = cached
-        return cached  # type: ignore[no-any-return]
+        return cached
 
     @arguments.setter
     def arguments(self, values: list[Any]) -> None:

@@ -66,9 +66,7 @@ class BoundAction:
 
     def __call__(self, *args: Any) -> Any:
         if self._method is None:
-            raise TypeError(
-                f"{self.name} is a multi-step action: run it with .now(...) or .later(...)"
-            )
+            raise TypeError(f"{self.name} is a multi-step action: run it with .now(...) or .later(...)")
         return self._method(self.actor, *args)
 
 

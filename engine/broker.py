@@ -7,6 +7,7 @@ database before acting, so a lost, late or duplicated message changes nothing.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections.abc import Callable
@@ -24,6 +25,7 @@ log = logging.getLogger("stepwise")
 
 QUEUE = "stepwise"
 _AFTER_COMMIT = "stepwise.after_commit"
+_sequence = itertools.count()
 
 
 def from_environment() -> dramatiq.Broker:
@@ -32,7 +34,7 @@ def from_environment() -> dramatiq.Broker:
     if redis_url:
         from dramatiq.brokers.redis import RedisBroker
 
-        return RedisBroker(url=redis_url)
+        return RedisBroker(url=redis_url)  # type: ignore[no-untyped-call]
     rabbitmq_url = os.environ.get("RABBITMQ_URL")
     if rabbitmq_url:
         from dramatiq.brokers.rabbitmq import RabbitmqBroker
@@ -80,7 +82,7 @@ def send(job: Any, *args: Any, delay: timedelta | None = None) -> None:
     if job.actor_name not in broker.get_declared_actors():
         broker.declare_actor(job)
     due = clock.now() + (delay or timedelta())
-    message = job.message_with_options(args=args, stepwise_due=due.isoformat())
+    message = job.message_with_options(args=args, stepwise_due=due.isoformat(), stepwise_seq=next(_sequence))
     broker.enqueue(message, delay=int(delay.total_seconds() * 1000) if delay else None)
 
 

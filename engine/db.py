@@ -50,12 +50,13 @@ class Timestamps:
 
 _engine: Engine | None = None
 _sessionmaker: sessionmaker[Session] | None = None
+_writer_sessionmaker: sessionmaker[Session] | None = None
 
 
 def configure(target: str | Engine | None = None, **engine_options: Any) -> Engine:
     """Point the engine at a database: a URL, an existing SQLAlchemy ``Engine`` (for example
     Flask-SQLAlchemy's ``db.engine``), or ``DATABASE_URL`` / ``sqlite:///stepwise.db``."""
-    global _engine, _sessionmaker
+    global _engine, _sessionmaker, _writer_sessionmaker
     if isinstance(target, Engine):
         engine = target
     else:
@@ -67,7 +68,9 @@ def configure(target: str | Engine | None = None, **engine_options: Any) -> Engi
     if engine.dialect.name == "sqlite":
         prepare_sqlite(engine)
     _engine = engine
+    writer = engine.execution_options(sqlite_begin="IMMEDIATE") if engine.dialect.name == "sqlite" else engine
     _sessionmaker = sessionmaker(bind=engine, expire_on_commit=False)
+    _writer_sessionmaker = sessionmaker(bind=writer, expire_on_commit=False)
     return engine
 
 
@@ -102,12 +105,15 @@ def prepare_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        # IMMEDIATE takes the write lock up front: a deferred transaction that reads and
-        # then writes can fail with SQLITE_BUSY when another writer got there first.
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # The engine's own sessions begin IMMEDIATE, taking the write lock up front: a
+        # deferred transaction that reads and then writes fails with SQLITE_BUSY when
+        # another writer got there first. Other sessions (the studio's reads) stay deferred.
+        mode = connection.get_execution_options().get("sqlite_begin", "")
+        connection.exec_driver_sql(f"BEGIN {mode}".strip())
 
 
 def get_engine() -> Engine:
+    """The configured SQLAlchemy engine (configured from the environment on first use)."""
     if _engine is None:
         configure()
     assert _engine is not None
@@ -122,10 +128,19 @@ def session() -> Session:
     return _sessionmaker()
 
 
+def writer_session() -> Session:
+    """A session for the engine's own work (jobs): on SQLite its transactions begin
+    IMMEDIATE, so they queue for the write lock instead of failing on upgrade."""
+    if _writer_sessionmaker is None:
+        configure()
+    assert _writer_sessionmaker is not None
+    return _writer_sessionmaker()
+
+
 @contextmanager
 def transaction() -> Iterator[Session]:
     """A session whose work is committed on success and rolled back on error."""
-    with session() as s:
+    with writer_session() as s:
         try:
             yield s
             s.commit()

@@ -106,9 +106,7 @@ class Definition:
             return statuses[0]
         for name in statuses:
             if name not in status.CALLBACK_STATUSES:
-                raise ArgumentError(
-                    f"after-callbacks take {sorted(status.CALLBACK_STATUSES)}, not {name!r}"
-                )
+                raise ArgumentError(f"after-callbacks take {sorted(status.CALLBACK_STATUSES)}, not {name!r}")
 
         def register(fn: Hook) -> Hook:
             for name in statuses or (status.ALL,):
@@ -118,16 +116,16 @@ class Definition:
         return register
 
     def succeeded(self, fn: Hook) -> Hook:
-        return self.after(status.SUCCEEDED)(fn)  # type: ignore[no-any-return]
+        return self.after(status.SUCCEEDED)(fn)
 
     def failed(self, fn: Hook) -> Hook:
-        return self.after(status.FAILED)(fn)  # type: ignore[no-any-return]
+        return self.after(status.FAILED)(fn)
 
     def cancelled(self, fn: Hook) -> Hook:
-        return self.after(status.CANCELLED)(fn)  # type: ignore[no-any-return]
+        return self.after(status.CANCELLED)(fn)
 
     def timed_out(self, fn: Hook) -> Hook:
-        return self.after(status.TIMED_OUT)(fn)  # type: ignore[no-any-return]
+        return self.after(status.TIMED_OUT)(fn)
 
     # --- reading ----------------------------------------------------------------------
 

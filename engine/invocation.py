@@ -65,7 +65,9 @@ class Invocation(Base):
     concluded_at: Mapped[datetime | None]
 
     def __repr__(self) -> str:
-        return f"<Invocation {self.id} {self.kind} {self.actor_type}/{self.actor_id}.{self.name} {self.outcome}>"
+        return (
+            f"<Invocation {self.id} {self.kind} {self.actor_type}/{self.actor_id}.{self.name} {self.outcome}>"
+        )
 
 
 def invoke(
@@ -104,7 +106,7 @@ def session_for(actor: Any) -> tuple[Session, bool]:
     session = object_session(actor)
     if session is not None:
         return session, False
-    return db.session(), True
+    return db.writer_session(), True
 
 
 def later(actor: Any, name: str, *args: Any) -> Invocation:
@@ -187,11 +189,11 @@ def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | N
     candidate.checksum_key = definition.key(definition.checksum_key, actor, args, tenancy)
     candidate.timeout_seconds = definition.timeout_seconds(actor, args)
     if definition.before_hook is not None:
-        error = run_user_code(definition.before_hook, actor, candidate, *args)
-        if error is not None:
+        failure = run_user_code(definition.before_hook, actor, candidate, *args)
+        if failure is not None:
             candidate.status = status.FAILED
-            candidate.record_error(error)
-            return settle_unadmitted(session, invocation, candidate, "failed", error=error)
+            candidate.record_error(failure)
+            return settle_unadmitted(session, invocation, candidate, "failed", error=failure)
     if candidate.status != status.PENDING:
         return settle_unadmitted(session, invocation, candidate, candidate.status)
     candidate.store_arguments()

@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session, object_session
 from . import broker, db, history, registry, status
 from .action import Action
 from .invocation import session_for
-from .performance import Completion, complete_action as complete_in_lane, forward, outbound_lane
+from .performance import Completion, forward, outbound_lane
+from .performance import complete_action as complete_in_lane
 
 
 def complete(
@@ -74,7 +75,7 @@ def complete_action(
     if session is None:
         session = object_session(action) if isinstance(action, Action) else None
     if session is None:
-        session, own = db.session(), True
+        session, own = db.writer_session(), True
     action_id = action if isinstance(action, int) else action.id
 
     def work() -> Completion:

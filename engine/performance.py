@@ -155,7 +155,9 @@ def supersede(session: Session, old: Action, new: Action) -> None:
     from .invocation import Invocation
     from .step import link, step_actions
 
-    if not write_status(session, old, status.SUPERSEDED, completed_at=new.created_at, superseded_by_id=new.id):
+    if not write_status(
+        session, old, status.SUPERSEDED, completed_at=new.created_at, superseded_by_id=new.id
+    ):
         return
     session.execute(
         update(Invocation)

@@ -141,7 +141,7 @@ def load_actor(session: Session, actor_type: str, actor_id: str) -> object:
     if service is not None:
         return service
     cls = actor_class(actor_type)
-    mapper = sa_inspect(cls)
+    mapper: Any = sa_inspect(cls)
     column = mapper.primary_key[0]
     try:
         key: Any = column.type.python_type(actor_id)

@@ -196,7 +196,7 @@ def run_ready(session: Session) -> None:
     queue = ready(session)
     while queue:
         step_id = queue.pop(0)
-        db.retrying(session, lambda: perform(session, step_id))
+        db.retrying(session, lambda step_id=step_id: perform(session, step_id))
 
 
 def perform(session: Session, step_id: int, failure: BaseException | None = None) -> None:
@@ -288,7 +288,7 @@ def conclude_waiters(session: Session, action: Action) -> None:
         .execution_options(synchronize_session=False)
     ).all()
     succeeded = action.succeeded_including_callbacks
-    for step_id, count in sorted(Counter(row[0] for row in rows).items()):
+    for step_id, count in sorted(Counter(int(row[0]) for row in rows).items()):
         conclude(session, step_id, succeeded, count)
 
 
