@@ -1,8 +1,8 @@
 """The database: the engine's declarative base, its connection and its sessions.
 
 The database is the only source of truth. ``configure()`` is the one place that reads
-``DATABASE_URL``; on SQLite every transaction begins IMMEDIATE so two writers never
-deadlock on a lock upgrade, which makes SQLite's single writer behave like a lane lock.
+``DATABASE_URL``. On SQLite every engine transaction takes the write lock first
+(``lock_for_write``), so SQLite's single writer serialises transitions like a lane lock.
 """
 
 from __future__ import annotations
@@ -50,13 +50,12 @@ class Timestamps:
 
 _engine: Engine | None = None
 _sessionmaker: sessionmaker[Session] | None = None
-_writer_sessionmaker: sessionmaker[Session] | None = None
 
 
 def configure(target: str | Engine | None = None, **engine_options: Any) -> Engine:
     """Point the engine at a database: a URL, an existing SQLAlchemy ``Engine`` (for example
     Flask-SQLAlchemy's ``db.engine``), or ``DATABASE_URL`` / ``sqlite:///stepwise.db``."""
-    global _engine, _sessionmaker, _writer_sessionmaker
+    global _engine, _sessionmaker
     if isinstance(target, Engine):
         engine = target
     else:
@@ -68,9 +67,7 @@ def configure(target: str | Engine | None = None, **engine_options: Any) -> Engi
     if engine.dialect.name == "sqlite":
         prepare_sqlite(engine)
     _engine = engine
-    writer = engine.execution_options(sqlite_begin="IMMEDIATE") if engine.dialect.name == "sqlite" else engine
     _sessionmaker = sessionmaker(bind=engine, expire_on_commit=False)
-    _writer_sessionmaker = sessionmaker(bind=writer, expire_on_commit=False)
     return engine
 
 
@@ -103,13 +100,31 @@ def prepare_sqlite(engine: Engine) -> None:
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
 
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection: Any) -> None:
-        # The engine's own sessions begin IMMEDIATE, taking the write lock up front: a
-        # deferred transaction that reads and then writes fails with SQLITE_BUSY when
-        # another writer got there first. Other sessions (the studio's reads) stay deferred.
-        mode = connection.get_execution_options().get("sqlite_begin", "")
-        connection.exec_driver_sql(f"BEGIN {mode}".strip())
+    @event.listens_for(engine, "before_cursor_execute")
+    def _begin_before_write(
+        conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
+    ) -> None:
+        # Reads run outside transactions and always see the latest commit (no stale WAL
+        # snapshot held by an idle session); the first write begins IMMEDIATE, taking the
+        # write lock up front instead of failing with SQLITE_BUSY on a lock upgrade.
+        if statement.lstrip()[:9].upper().startswith(_WRITES):
+            begin_immediate(conn.connection.dbapi_connection)
+
+
+_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "SAVEPOINT", "CREATE", "DROP", "ALTER")
+
+
+def begin_immediate(dbapi_connection: Any) -> None:
+    if not dbapi_connection.in_transaction:
+        dbapi_connection.execute("BEGIN IMMEDIATE")
+
+
+def lock_for_write(s: Session) -> None:
+    """On SQLite, take the write lock now, so the reads that decide a transition and its
+    writes see one state. (PostgreSQL uses row locks instead.)"""
+    connection = s.connection()
+    if connection.dialect.name == "sqlite":
+        begin_immediate(connection.connection.dbapi_connection)
 
 
 def get_engine() -> Engine:
@@ -128,19 +143,10 @@ def session() -> Session:
     return _sessionmaker()
 
 
-def writer_session() -> Session:
-    """A session for the engine's own work (jobs): on SQLite its transactions begin
-    IMMEDIATE, so they queue for the write lock instead of failing on upgrade."""
-    if _writer_sessionmaker is None:
-        configure()
-    assert _writer_sessionmaker is not None
-    return _writer_sessionmaker()
-
-
 @contextmanager
 def transaction() -> Iterator[Session]:
     """A session whose work is committed on success and rolled back on error."""
-    with writer_session() as s:
+    with session() as s:
         try:
             yield s
             s.commit()
@@ -172,6 +178,7 @@ def retrying(s: Session, work: Callable[[], T], attempts: int = 5) -> T:
     retry because nothing was committed)."""
     for attempt in range(1, attempts + 1):
         try:
+            lock_for_write(s)
             result = work()
             s.commit()
             return result

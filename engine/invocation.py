@@ -106,7 +106,7 @@ def session_for(actor: Any) -> tuple[Session, bool]:
     session = object_session(actor)
     if session is not None:
         return session, False
-    return db.writer_session(), True
+    return db.session(), True
 
 
 def later(actor: Any, name: str, *args: Any) -> Invocation:

@@ -26,7 +26,7 @@ def admit(invocation_id: int) -> None:
     from .invocation import admit as admit_invocation
     from .step import resume, run_ready
 
-    with db.writer_session() as session:
+    with db.session() as session:
         action = db.retrying(session, lambda: admit_invocation(session, invocation_id))
         if action is None:
             # Redelivered (perhaps after a crash): finish what the first delivery began.
@@ -41,7 +41,7 @@ def perform_step(step_id: int) -> None:
     """Run a step body that was opened but not run."""
     from .step import ready, run_ready
 
-    with db.writer_session() as session:
+    with db.session() as session:
         ready(session).append(step_id)
         run_ready(session)
 
@@ -53,7 +53,7 @@ def timeout(action_id: int) -> None:
     from .performance import complete_action
     from .step import run_ready
 
-    with db.writer_session() as session:
+    with db.session() as session:
 
         def work() -> timedelta | None:
             action = session.get(Action, action_id, populate_existing=True)
@@ -77,7 +77,7 @@ def wait_over(invocation_id: int) -> None:
     from .invocation import Invocation
     from .step import conclude, run_ready
 
-    with db.writer_session() as session:
+    with db.session() as session:
 
         def work() -> timedelta | None:
             wait = session.get(Invocation, invocation_id, populate_existing=True)
@@ -107,7 +107,7 @@ def complete(actor_type: str, actor_id: str, name: str, to: str = status.SUCCEED
     """Complete an outbound action by actor and name (``complete_later``)."""
     from .outbound import complete as complete_outbound
 
-    with db.writer_session() as session:
+    with db.session() as session:
         actor = registry.load_actor(session, actor_type, actor_id)
         complete_outbound(actor, name, to)
 

@@ -75,7 +75,7 @@ def complete_action(
     if session is None:
         session = object_session(action) if isinstance(action, Action) else None
     if session is None:
-        session, own = db.writer_session(), True
+        session, own = db.session(), True
     action_id = action if isinstance(action, int) else action.id
 
     def work() -> Completion:

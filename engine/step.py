@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from functools import partial
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -195,8 +196,7 @@ def run_ready(session: Session) -> None:
     until none is left (a body may complete its action and open the next one's step)."""
     queue = ready(session)
     while queue:
-        step_id = queue.pop(0)
-        db.retrying(session, lambda step_id=step_id: perform(session, step_id))
+        db.retrying(session, partial(perform, session, queue.pop(0)))
 
 
 def perform(session: Session, step_id: int, failure: BaseException | None = None) -> None:
@@ -288,7 +288,7 @@ def conclude_waiters(session: Session, action: Action) -> None:
         .execution_options(synchronize_session=False)
     ).all()
     succeeded = action.succeeded_including_callbacks
-    for step_id, count in sorted(Counter(int(row[0]) for row in rows).items()):
+    for step_id, count in sorted(Counter(row[0] for row in rows if row[0] is not None).items()):
         conclude(session, step_id, succeeded, count)
 
 
