@@ -21,6 +21,7 @@ from .db import Base, Id, Timestamps
 
 class Achievement(Timestamps, Base):
     __tablename__ = "stepwise_achievements"
+    __table_args__ = {"sqlite_autoincrement": True}
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     # Unique: at most one achievement per key; the grant upserts on it.

@@ -53,6 +53,8 @@ class Action(Timestamps, Base):
             sqlite_where=text("status = 'performing'"),
             postgresql_where=text("status = 'performing'"),
         ),
+        # Ids are never reused (history and links keep pointing at the right rows).
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from . import registry, status
 from .achievement import checksum as checksum_of
-from .errors import ArgumentError
+from .errors import ArgumentError, UnknownAction
 
 if TYPE_CHECKING:
     from .action import Action
@@ -143,8 +143,15 @@ class Definition:
         if method is not None:
             method(actor, *arguments)
         else:
-            target = getattr(actor, self.name)
-            getattr(target, "__wrapped_method__", target)(*arguments)
+            getattr(actor, self.name)(*arguments)
+
+    def check_runnable(self) -> None:
+        """Raise ``UnknownAction`` when the action has nothing to run: no step, no job, no
+        body, and no method of its name on the actor class."""
+        if self.steps or self.prepended or self.method or self.job is not None:
+            return
+        if not callable(getattr(self.actor_class, self.name, None)):
+            raise UnknownAction(self.actor_class.__name__, self.name)
 
     def callbacks_for(self, completed_status: str) -> list[Hook]:
         return [fn for name, fn in self.callbacks if name in (completed_status, status.ALL)]

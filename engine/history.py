@@ -36,6 +36,7 @@ class ActionEvent(Base):
         Index("ix_stepwise_action_events_action", "action_id", "id"),
         # Reading one whole tree's history in order.
         Index("ix_stepwise_action_events_tree", "root_id", "id"),
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import JSON, ForeignKey, Index, String, select, text
@@ -43,6 +44,7 @@ class Invocation(Base):
             postgresql_where=text("concluded_at IS NULL"),
         ),
         Index("ix_stepwise_invocations_parent_step", "parent_step_id"),
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -83,7 +85,7 @@ def invoke(
     admission message goes out after commit."""
     from . import jobs
 
-    registry.find_or_add(type(actor), name)  # an unknown action fails here, in the caller
+    registry.find_or_add(type(actor), name).check_runnable()  # fails here, in the caller
     actor_type, actor_id = registry.actor_ref(actor)
     invocation = Invocation(
         kind="action",
@@ -134,13 +136,31 @@ def now(actor: Any, name: str, *args: Any) -> Action:
     try:
         invocation = invoke(session, actor, name, args, enqueue=False)
         session.commit()
-        action = db.retrying(session, lambda: admit(session, invocation.id, actor=actor))
+        action = admit_recording_errors(session, invocation.id, actor)
         run_ready(session)
         assert action is not None
         return action
     finally:
         if own:
             session.close()
+
+
+def admit_recording_errors(session: Session, invocation_id: int, actor: Any = None) -> Action | None:
+    """``admit`` in its own transaction; an unhandled error in user code (``before``, key
+    or checksum callables) propagates, and is stored on the invocation first (invariant 8)."""
+    try:
+        return db.retrying(session, lambda: admit(session, invocation_id, actor=actor))
+    except Exception as error:
+        db.retrying(session, partial(_record_unhandled, session, invocation_id, error))
+        raise
+
+
+def _record_unhandled(session: Session, invocation_id: int, error: BaseException) -> None:
+    invocation = session.get(Invocation, invocation_id)
+    if invocation is not None:
+        invocation.error_class = f"{type(error).__module__}.{type(error).__qualname__}"
+        invocation.error_message = str(error)[:2000]
+        history.record(session, None, "invocation_errored", invocation_id=invocation_id, **error_data(error))
 
 
 def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | None:

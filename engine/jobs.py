@@ -22,12 +22,11 @@ OPTIONS: dict[str, Any] = {"queue_name": broker.QUEUE, "max_retries": 10}
 @dramatiq.actor(actor_name="stepwise.admit", **OPTIONS)
 def admit(invocation_id: int) -> None:
     """Admit an invocation to its lane and run the steps that become ready."""
-    from .invocation import Invocation
-    from .invocation import admit as admit_invocation
+    from .invocation import Invocation, admit_recording_errors
     from .step import resume, run_ready
 
     with db.session() as session:
-        action = db.retrying(session, lambda: admit_invocation(session, invocation_id))
+        action = admit_recording_errors(session, invocation_id)
         if action is None:
             # Redelivered (perhaps after a crash): finish what the first delivery began.
             invocation = session.get(Invocation, invocation_id)

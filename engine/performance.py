@@ -31,6 +31,7 @@ class Performance(Timestamps, Base):
             sqlite_where=text("outbound_complete_key IS NOT NULL"),
             postgresql_where=text("outbound_complete_key IS NOT NULL"),
         ),
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -200,6 +201,7 @@ def complete_action(
     error: BaseException | None = None,
 ) -> Completion:
     """Complete ``action`` (pending or performing) under its lane's lock and advance the lane."""
+    session.flush()
     lane = lock(session, action.concurrency_key)
     fresh = session.get(Action, action.id, populate_existing=True)
     assert fresh is not None

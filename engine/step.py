@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from functools import partial
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -25,6 +25,8 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
@@ -52,6 +54,7 @@ class Step(Timestamps, Base):
         # Each step of an action runs at most once: a redelivered message cannot open it twice.
         UniqueConstraint("action_id", "definition_index"),
         CheckConstraint("pending_actions_count >= 0", name="pending_not_negative"),
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -104,7 +107,6 @@ class StepContext:
     def on(self, actors: Any, name: Any, *args: Any) -> None:
         """Start action ``name`` on one actor or a list of them; ``None`` entries are dropped."""
         action_name = name if isinstance(name, str) else getattr(name, "__name__", None)
-        action_name = getattr(name, "name", action_name) if not isinstance(name, str) else name
         if not isinstance(action_name, str):
             raise TypeError(f"step.on takes an action name or a bound action, not {name!r}")
         for actor in _actors(actors):
@@ -196,7 +198,24 @@ def run_ready(session: Session) -> None:
     until none is left (a body may complete its action and open the next one's step)."""
     queue = ready(session)
     while queue:
-        db.retrying(session, partial(perform, session, queue.pop(0)))
+        step_id = queue.pop(0)
+        try:
+            db.retrying(session, partial(perform, session, step_id))
+        except Exception as error:
+            # Unhandled: it propagates to the worker (which may retry the message), but the
+            # action row keeps what happened (invariant 8).
+            db.retrying(session, partial(record_unhandled, session, step_id, error))
+            raise
+
+
+def record_unhandled(session: Session, step_id: int, error: BaseException) -> None:
+    from .action import Action, error_data
+
+    step = session.get(Step, step_id)
+    action = session.get(Action, step.action_id) if step is not None else None
+    if action is not None:
+        action.record_error(error)
+        history.record(session, action, "step_errored", step_id=step_id, **error_data(error))
 
 
 def perform(session: Session, step_id: int, failure: BaseException | None = None) -> None:
@@ -294,13 +313,12 @@ def conclude_waiters(session: Session, action: Action) -> None:
 
 def link(session: Session, step_id: int, action_id: int) -> None:
     """Record the edge step -> child action (once)."""
-    exists = session.execute(
-        select(step_actions.c.parent_step_id).where(
-            step_actions.c.parent_step_id == step_id, step_actions.c.child_action_id == action_id
-        )
-    ).first()
-    if exists is None:
-        session.execute(step_actions.insert().values(parent_step_id=step_id, child_action_id=action_id))
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    session.execute(
+        insert(step_actions)
+        .values(parent_step_id=step_id, child_action_id=action_id)
+        .on_conflict_do_nothing(index_elements=["parent_step_id", "child_action_id"])
+    )
 
 
 def resume(session: Session, action_id: int) -> None:

@@ -70,6 +70,7 @@ def truncate(sa_engine: Engine) -> None:
         else:
             for table in tables:
                 connection.execute(text(f"DELETE FROM {table}"))
+            connection.execute(text("DELETE FROM sqlite_sequence"))
 
 
 @pytest.fixture(autouse=True)
@@ -142,7 +143,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the SQLite variant of PostgreSQL-only tests: they are not skipped, they do
     not exist there (a skip under CI would count as a failure)."""
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         callspec = getattr(item, "callspec", None)
         on_sqlite = callspec is not None and callspec.params.get("backend") == "sqlite"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+
 import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
@@ -183,7 +184,9 @@ def test_invariant_3_a_redelivered_wait_concludes_its_step_once(session: Session
         step.wait(timedelta(seconds=50))
 
     action = engine.now(car, "pause")
-    first_wait = session.scalars(select(Invocation.id).where(Invocation.kind == "wait").order_by(Invocation.id)).first()
+    first_wait = session.scalars(
+        select(Invocation.id).where(Invocation.kind == "wait").order_by(Invocation.id)
+    ).first()
     testing.travel(timedelta(seconds=6))
     from engine import jobs
 
@@ -313,7 +316,9 @@ def test_invariant_7_every_state_change_lands_in_the_history_with_its_cause(
     parent = engine.now(car, "trip")
     testing.drain()
     engine.complete(car, "paint", by="alice", note="looks good")
-    events = session.scalars(select(ActionEvent).where(ActionEvent.root_id == parent.id).order_by(ActionEvent.id)).all()
+    events = session.scalars(
+        select(ActionEvent).where(ActionEvent.root_id == parent.id).order_by(ActionEvent.id)
+    ).all()
     story = [(e.action_id == parent.id, e.event, e.cause) for e in events]
     assert story == [
         (True, "admitted", "worker"),
@@ -328,8 +333,12 @@ def test_invariant_7_every_state_change_lands_in_the_history_with_its_cause(
         (True, "step_concluded", "worker"),
         (True, "completed", "worker"),
     ]
-    completed = [e for e in events if e.event == "completed" and e.action_id != parent.id][0]
-    assert (completed.by, completed.data["note"], completed.data["status"]) == ("alice", "looks good", "succeeded")
+    completed = next(e for e in events if e.event == "completed" and e.action_id != parent.id)
+    assert (completed.by, completed.data["note"], completed.data["status"]) == (
+        "alice",
+        "looks good",
+        "succeeded",
+    )
 
 
 # --- 8 ---------------------------------------------------------------------------------
