@@ -34,6 +34,7 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_stepwise_achievements")),
         sa.UniqueConstraint("checksum_key", name=op.f("uq_stepwise_achievements_checksum_key")),
+        sqlite_autoincrement=True,
     )
     op.create_table(
         "stepwise_action_events",
@@ -48,6 +49,7 @@ def upgrade() -> None:
         sa.Column("at", sa.DateTime(), nullable=False),
         sa.Column("data", sa.JSON(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_stepwise_action_events")),
+        sqlite_autoincrement=True,
     )
     op.create_index(
         "ix_stepwise_action_events_action", "stepwise_action_events", ["action_id", "id"], unique=False
@@ -67,6 +69,7 @@ def upgrade() -> None:
         sa.UniqueConstraint("action_id", name=op.f("uq_stepwise_performances_action_id")),
         # One lane per key: two admissions creating it at once collide here.
         sa.UniqueConstraint("concurrency_key", name=op.f("uq_stepwise_performances_concurrency_key")),
+        sqlite_autoincrement=True,
     )
     op.create_index(
         "ix_stepwise_performances_outbound_complete_key",
@@ -112,6 +115,7 @@ def upgrade() -> None:
             ondelete="SET NULL",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_stepwise_actions")),
+        sqlite_autoincrement=True,
     )
     op.create_index(
         "ix_stepwise_actions_actor", "stepwise_actions", ["actor_type", "actor_id", "name"], unique=False
@@ -159,6 +163,7 @@ def upgrade() -> None:
         sa.UniqueConstraint(
             "action_id", "definition_index", name=op.f("uq_stepwise_steps_action_id_definition_index")
         ),
+        sqlite_autoincrement=True,
     )
     op.create_index(op.f("ix_stepwise_steps_action_id"), "stepwise_steps", ["action_id"], unique=False)
     op.create_table(
@@ -189,6 +194,7 @@ def upgrade() -> None:
             name=op.f("fk_stepwise_invocations_parent_step_id_stepwise_steps"),
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_stepwise_invocations")),
+        sqlite_autoincrement=True,
     )
     op.create_index(
         "ix_stepwise_invocations_parent_step", "stepwise_invocations", ["parent_step_id"], unique=False

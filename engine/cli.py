@@ -1,0 +1,226 @@
+"""The ``stepwise`` command: operator tasks, one function each.
+
+    stepwise db upgrade [--database-url URL]            apply the engine's migrations
+    stepwise db current [--database-url URL]            print the revision the database is at
+    stepwise db stamp REVISION [--database-url URL]     record a revision without migrating
+
+A command is a function registered with ``@command("group name", arguments...)``: it takes
+the parsed arguments and returns the exit status. Exit status: 0 done, 1 the command failed
+(stderr says why and what to do), 2 wrong usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from alembic.util import CommandError
+from sqlalchemy import create_engine
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Engine, make_url
+
+from . import __version__, db, migrate
+from .errors import EngineError
+
+Run = Callable[[argparse.Namespace], int]
+if TYPE_CHECKING:
+    SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+class CommandFailed(Exception):
+    """Raised when a command cannot do its work; the message says what to do about it."""
+
+
+@dataclass(frozen=True)
+class Argument:
+    flags: tuple[str, ...]
+    options: dict[str, Any]
+
+
+def argument(*flags: str, **options: Any) -> Argument:
+    """An argument of a command, declared as for ``ArgumentParser.add_argument``."""
+    return Argument(flags, options)
+
+
+@dataclass(frozen=True)
+class Command:
+    path: tuple[str, ...]
+    run: Run
+    arguments: tuple[Argument, ...]
+
+
+#: Every command, in the order the help lists them.
+COMMANDS: list[Command] = []
+
+#: The help line of each group of commands.
+GROUPS = {"db": "the engine's tables: migrations"}
+
+
+def command(path: str, *arguments: Argument) -> Callable[[Run], Run]:
+    """Register the decorated function as ``stepwise <path>``; its docstring is the help."""
+
+    def register(run: Run) -> Run:
+        COMMANDS.append(Command(tuple(path.split()), run, arguments))
+        return run
+
+    return register
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run: Run = args.run
+    try:
+        return run(args)
+    except (CommandFailed, EngineError, CommandError) as error:
+        return fail(str(error))
+    except sa_exc.DBAPIError as error:
+        return fail(f"the database refused: {error.orig}")
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stepwise", description="Stepwise: durable action trees on SQLAlchemy models."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers: dict[tuple[str, ...], SubParsers] = {(): add_subparsers(parser)}
+    for cmd in COMMANDS:
+        for depth in range(1, len(cmd.path)):
+            group = cmd.path[:depth]
+            if group not in subparsers:
+                text = GROUPS.get(" ".join(group))
+                group_parser = subparsers[group[:-1]].add_parser(group[-1], help=text, description=text)
+                subparsers[group] = add_subparsers(group_parser)
+        doc = inspect.getdoc(cmd.run) or ""
+        sub = subparsers[cmd.path[:-1]].add_parser(cmd.path[-1], help=doc.split("\n")[0], description=doc)
+        for arg in cmd.arguments:
+            sub.add_argument(*arg.flags, **arg.options)
+        sub.set_defaults(run=cmd.run)
+    return parser
+
+
+def add_subparsers(parser: argparse.ArgumentParser) -> SubParsers:
+    return parser.add_subparsers(title="commands", dest="command", metavar="COMMAND", required=True)
+
+
+def fail(message: str) -> int:
+    print(f"stepwise: error: {message}", file=sys.stderr)
+    return 1
+
+
+# The database -------------------------------------------------------------------------
+
+DATABASE_URL = argument(
+    "--database-url",
+    metavar="URL",
+    help=f"the database (default: $DATABASE_URL, else {db.DEFAULT_URL})",
+)
+
+
+@contextmanager
+def database(args: argparse.Namespace, must_exist: bool = False) -> Iterator[Engine]:
+    """The database named by ``--database-url``, else ``DATABASE_URL``, else the default
+    SQLite file; checked reachable. A command's own engine: the engine's global one is left
+    alone."""
+    if args.database_url:
+        url, source = args.database_url, "--database-url"
+    elif os.environ.get("DATABASE_URL"):
+        url, source = os.environ["DATABASE_URL"], "DATABASE_URL"
+    else:
+        url, source = db.DEFAULT_URL, "the default"
+    try:
+        parsed = make_url(db.normalize_url(url))
+    except sa_exc.ArgumentError as error:
+        # The message leaves the URL out: it may carry a password.
+        raise CommandFailed(f"invalid database URL (from {source}): {error}") from error
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise CommandFailed(
+            f"Stepwise runs on SQLite and PostgreSQL, but the URL from {source} names a "
+            f"{parsed.get_backend_name()} database"
+        )
+    try:
+        sa_engine = create_engine(parsed)
+    except (sa_exc.ArgumentError, ImportError) as error:
+        raise CommandFailed(f"cannot use the database URL from {source}: {error}") from error
+    path = sa_engine.url.database or ""
+    is_file = sa_engine.dialect.name == "sqlite" and path not in ("", ":memory:")
+    if must_exist and is_file and not Path(path).exists():
+        # Connecting would create an empty file and report "no migration applied".
+        raise CommandFailed(f"there is no database at {path}: run `stepwise db upgrade` to create it")
+    try:
+        with sa_engine.connect():
+            pass
+    except sa_exc.DBAPIError as error:
+        raise CommandFailed(
+            f"cannot open the database {name(sa_engine)} (from {source}): {error.orig}"
+        ) from error
+    try:
+        yield sa_engine
+    finally:
+        sa_engine.dispose()
+
+
+def name(sa_engine: Engine) -> str:
+    return sa_engine.url.render_as_string(hide_password=True)
+
+
+@command("db upgrade", DATABASE_URL)
+def db_upgrade(args: argparse.Namespace) -> int:
+    """Apply the engine's migrations: create or update the stepwise_* tables.
+
+    Safe to run again: a database already at the newest revision is left as it is.
+    """
+    with database(args) as sa_engine:
+        before = migrate.current(sa_engine)
+        migrate.upgrade(sa_engine)
+        after = migrate.current(sa_engine)
+        if before == after:
+            print(f"{name(sa_engine)} is already at {after} (head)")
+        else:
+            print(f"Upgraded {name(sa_engine)} from {before or 'an empty database'} to {after} (head)")
+    return 0
+
+
+@command("db current", DATABASE_URL)
+def db_current(args: argparse.Namespace) -> int:
+    """Print the revision the database is at, and whether it is the newest."""
+    with database(args, must_exist=True) as sa_engine:
+        revision, head = migrate.current(sa_engine), migrate.head()
+        if revision is None and migrate.tables_present(sa_engine):
+            print("none (the tables were made by engine.create_all(): see `stepwise db stamp --help`)")
+        elif revision is None:
+            print("none (no migration applied: run `stepwise db upgrade`)")
+        elif revision == head:
+            print(f"{revision} (head)")
+        else:
+            print(f"{revision} (the newest is {head}: run `stepwise db upgrade`)")
+    return 0
+
+
+@command(
+    "db stamp",
+    argument("revision", metavar="REVISION", help="the revision the tables match, usually 'head'"),
+    DATABASE_URL,
+)
+def db_stamp(args: argparse.Namespace) -> int:
+    """Record that the tables are at REVISION without running any migration.
+
+    For tables made by engine.create_all() from the same version of Stepwise: afterwards
+    `stepwise db upgrade` applies only the migrations that come later.
+    """
+    with database(args, must_exist=True) as sa_engine:
+        migrate.stamp(sa_engine, args.revision)
+        print(f"Stamped {name(sa_engine)} at {migrate.current(sa_engine)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
