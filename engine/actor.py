@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from . import registry, status
 from .definition import Definition, KeyOption, TimeoutOption
+from .retry import RetryPolicy
 
 if TYPE_CHECKING:
     from .action import Action
@@ -123,6 +124,7 @@ def action(
     checksum: KeyOption = ...,
     checksum_key: KeyOption = ...,
     job: Any = ...,
+    retry: RetryPolicy | int | None = ...,
 ) -> Callable[[Callable[..., Any]], Any]: ...
 
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, overload
 from . import registry, status
 from .achievement import checksum as checksum_of
 from .errors import ArgumentError, UnknownAction
+from .retry import RetryPolicy
+from .retry import policy as retry_policy
 
 if TYPE_CHECKING:
     from .action import Action
@@ -47,6 +49,7 @@ class Definition:
         checksum: KeyOption = None,
         checksum_key: KeyOption = None,
         job: Any = None,
+        retry: RetryPolicy | int | None = None,
     ) -> None:
         self.actor_class = actor_class
         self.name = name
@@ -56,6 +59,7 @@ class Definition:
         self.checksum = checksum
         self.checksum_key = checksum_key
         self.job = job
+        self.retry = retry_policy(retry)
         #: The method a step-less action calls; None means ``getattr(actor, name)``.
         self.method: Callable[..., Any] | None = None
         self.steps: list[StepFn] = []

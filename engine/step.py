@@ -63,6 +63,10 @@ class Step(Timestamps, Base):
     status: Mapped[str] = mapped_column(String(20), default=status.STEP_PERFORMING)
     pending_actions_count: Mapped[int] = mapped_column(default=0)
     unsuccessful_actions_count: Mapped[int] = mapped_column(default=0)
+    #: The try of the body now running or next to run (1 = the first); see RetryPolicy.
+    attempt: Mapped[int] = mapped_column(default=1)
+    #: When the next attempt is due, while a failed attempt waits to be retried.
+    retry_at: Mapped[datetime | None]
     started_at: Mapped[datetime | None]
     #: When the step's body ran and its children were recorded (NULL: not yet run).
     performed_at: Mapped[datetime | None]
@@ -131,7 +135,7 @@ class StepContext:
     @property
     def idempotency_key(self) -> str:
         """Stable per step execution, for external side effects: action, step and attempt."""
-        return f"stepwise:{self.action.id}:{self.step.definition_index}:1"
+        return f"stepwise:{self.action.id}:{self.step.definition_index}:{self.step.attempt}"
 
     def _record(self) -> None:
         from .invocation import Invocation, invoke
@@ -232,16 +236,25 @@ def perform(session: Session, step_id: int, failure: BaseException | None = None
     assert action is not None
     if action.status != status.PERFORMING:
         return  # completed meanwhile (cancelled, timed out, completed from outside)
+    if step.retry_at is not None and step.retry_at > clock.now():
+        return  # early: the message for this attempt is delayed until retry_at
     error = failure
     context = StepContext(session, step, action)
     if error is None:
         body = action.definition.all_steps()[step.definition_index]
         error = run_user_code(body, action.actor, context, *list(action.arguments))
-        if isinstance(error, SQLAlchemyError):
-            # The transaction is unusable: record the failure in a fresh one.
+        if error is not None and (
+            isinstance(error, SQLAlchemyError) or action.definition.retry.retries(error, step.attempt)
+        ):
+            # Record the failure in a fresh transaction: the attempt's own changes are
+            # rolled back (a retried body runs again in full), and a database error has
+            # left this transaction unusable anyway.
             session.rollback()
             return perform(session, step_id, failure=error)
+    if error is not None and action.definition.retry.retries(error, step.attempt):
+        return schedule_retry(session, step, action, error)
     step.performed_at = clock.now()
+    step.retry_at = None
     if error is not None:
         step.pending_actions_count = 0
         step.status = status.STEP_FAILED
@@ -254,6 +267,27 @@ def perform(session: Session, step_id: int, failure: BaseException | None = None
         action.store_arguments()
     if step.pending_actions_count == 0:
         complete(session, step, action)
+
+
+def schedule_retry(session: Session, step: Step, action: Action, error: BaseException) -> None:
+    """Record a failed attempt and send the next one, due after the policy's interval."""
+    from . import jobs
+    from .action import error_data
+
+    interval = action.definition.retry.interval(step.attempt)
+    step.retry_at = clock.now() + interval
+    action.record_error(error)
+    history.record(
+        session,
+        action,
+        "attempt_failed",
+        step_id=step.id,
+        attempt=step.attempt,
+        next_attempt_at=step.retry_at.isoformat(),
+        **error_data(error),
+    )
+    step.attempt += 1
+    broker.enqueue(session, jobs.perform_step, step.id, delay=interval)
 
 
 def complete(session: Session, step: Step, action: Action | None = None) -> None:
