@@ -5,7 +5,7 @@ The public API, grouped as in the README.
 
 from __future__ import annotations
 
-from . import status
+from . import commands, status
 from .achievement import Achievement, checksum
 from .achievement import forget as forget_achievement
 from .action import Action
@@ -31,6 +31,7 @@ from .migrate import create_all, upgrade
 from .outbound import complete, complete_action, complete_later
 from .performance import Completion, Performance
 from .registry import register_service
+from .retry import RetryPolicy
 from .step import Step, StepContext
 
 __version__ = "0.1.0"
@@ -53,6 +54,8 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "forget_achievement",
     "checksum",
     "handling",
+    "commands",
+    "RetryPolicy",
     # database
     "Base",
     "configure",

@@ -44,6 +44,11 @@ class Action(Timestamps, Base):
         Index("ix_stepwise_actions_concurrency_key", "concurrency_key", "id"),
         Index("ix_stepwise_actions_checksum_key", "checksum_key"),
         Index("ix_stepwise_actions_created_at", "created_at"),
+        # Metrics: actions by status and name as an index-only scan, and the recent window
+        # of starts (queue latency) and of completions (durations).
+        Index("ix_stepwise_actions_status_name", "status", "name"),
+        Index("ix_stepwise_actions_started_at", "started_at"),
+        Index("ix_stepwise_actions_completed_at", "completed_at"),
         Index("ix_stepwise_actions_performance", "performance_id", "id"),
         # Invariant 1: at most one performing action per lane, whatever the workers do.
         Index(
@@ -81,6 +86,8 @@ class Action(Timestamps, Base):
     superseded_by_id: Mapped[int | None] = mapped_column(BigInteger)
     after_callbacks_succeeded_count: Mapped[int | None]
     after_callbacks_failed_count: Mapped[int | None]
+    #: The payload given when the action was completed from outside (webhook, operator).
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     error_class: Mapped[str | None] = mapped_column(String(255))
     error_message: Mapped[str | None] = mapped_column(Text)
     error_traceback: Mapped[str | None] = mapped_column(Text)
@@ -123,7 +130,9 @@ class Action(Timestamps, Base):
 
     @property
     def definition(self) -> Definition:
-        return registry.find_or_add(type(self.actor), self.name)
+        cached = self.__dict__.get("_actor")
+        cls = type(cached) if cached is not None else registry.actor_class(self.actor_type)
+        return registry.find_or_add(cls, self.name)
 
     @property
     def arguments(self) -> list[Any]:
@@ -261,8 +270,9 @@ def perform(session: Session, action: Action, cause: str = history.WORKER) -> No
     """pending -> performing: start the clock, erase achievements under its key, and create
     its current step (run after commit)."""
     from . import broker, jobs
-    from .step import open_step
+    from .step import open_step, resume_step
 
+    reopened = action.started_at is not None
     now = clock.now()
     deadline = now + timedelta(seconds=action.timeout_seconds) if action.timeout_seconds else None
     if not write_status(session, action, status.PERFORMING, started_at=now, deadline_at=deadline):
@@ -271,7 +281,10 @@ def perform(session: Session, action: Action, cause: str = history.WORKER) -> No
     # starting new work on the key makes that state unknown.
     achievement.erase(session, action.checksum_key)
     history.record(session, action, "started", cause=cause)
-    open_step(session, action)
+    if reopened:
+        resume_step(session, action)  # an operator's retry: carry on where it stopped
+    else:
+        open_step(session, action)
     if action.timeout_seconds:
         broker.enqueue(session, jobs.timeout, action.id, delay=timedelta(seconds=action.timeout_seconds))
 

@@ -3,6 +3,8 @@
     stepwise db upgrade [--database-url URL]            apply the engine's migrations
     stepwise db current [--database-url URL]            print the revision the database is at
     stepwise db stamp REVISION [--database-url URL]     record a revision without migrating
+    stepwise sweep [--every SECONDS] [--grace SECONDS]  send again the work whose message was lost
+    stepwise worker [MODULE...] [-p N] [-t N]           run Dramatiq workers for the engine's jobs
 
 A command is a function registered with ``@command("group name", arguments...)``: it takes
 the parsed arguments and returns the exit status. Exit status: 0 done, 1 the command failed
@@ -15,9 +17,11 @@ import argparse
 import inspect
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +30,7 @@ from sqlalchemy import create_engine
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
 
-from . import __version__, db, migrate
+from . import __version__, db, migrate, sweeper
 from .errors import EngineError
 
 Run = Callable[[argparse.Namespace], int]
@@ -126,7 +130,7 @@ DATABASE_URL = argument(
 
 
 @contextmanager
-def database(args: argparse.Namespace, must_exist: bool = False) -> Iterator[Engine]:
+def database(args: argparse.Namespace, must_exist: bool = False, **engine_options: Any) -> Iterator[Engine]:
     """The database named by ``--database-url``, else ``DATABASE_URL``, else the default
     SQLite file; checked reachable. A command's own engine: the engine's global one is left
     alone."""
@@ -147,7 +151,7 @@ def database(args: argparse.Namespace, must_exist: bool = False) -> Iterator[Eng
             f"{parsed.get_backend_name()} database"
         )
     try:
-        sa_engine = create_engine(parsed)
+        sa_engine = create_engine(parsed, **engine_options)
     except (sa_exc.ArgumentError, ImportError) as error:
         raise CommandFailed(f"cannot use the database URL from {source}: {error}") from error
     path = sa_engine.url.database or ""
@@ -220,6 +224,83 @@ def db_stamp(args: argparse.Namespace) -> int:
         migrate.stamp(sa_engine, args.revision)
         print(f"Stamped {name(sa_engine)} at {migrate.current(sa_engine)}")
     return 0
+
+
+# Workers and the sweeper -------------------------------------------------------------
+
+
+def require_broker(what: str) -> None:
+    if not (os.environ.get("REDIS_URL") or os.environ.get("RABBITMQ_URL")):
+        raise CommandFailed(
+            f"{what} needs the broker the workers read: set REDIS_URL (or RABBITMQ_URL); "
+            "without one, messages go to an in-memory broker no other process sees"
+        )
+
+
+@command(
+    "sweep",
+    argument("--every", type=float, metavar="SECONDS", help="sweep again every SECONDS, until stopped"),
+    argument(
+        "--grace",
+        type=float,
+        default=sweeper.GRACE.total_seconds(),
+        metavar="SECONDS",
+        help="leave alone work due for less than SECONDS: its message may be on its way "
+        "(default: %(default)s)",
+    ),
+    DATABASE_URL,
+)
+def sweep(args: argparse.Namespace) -> int:
+    """Send again the work that is due but was not picked up: lost messages, killed workers.
+
+    Every job ignores a message it already handled, so sending twice is safe. Run it once,
+    or with --every as a clock process beside the workers. A sweep that fails (the database
+    restarting) is tried again at the next round.
+    """
+    require_broker("stepwise sweep")
+    from . import broker
+
+    broker.setup()
+    grace = timedelta(seconds=args.grace)
+    with database(args, must_exist=True, pool_pre_ping=True) as sa_engine:
+        db.configure(sa_engine)
+        while True:
+            try:
+                with db.session() as session:
+                    report = sweeper.sweep(session, grace=grace)
+                print(report, flush=True)
+            except sa_exc.DBAPIError as error:
+                if args.every is None:
+                    raise
+                print(f"stepwise: the sweep failed, trying again: {error.orig}", file=sys.stderr, flush=True)
+            if args.every is None:
+                return 0
+            time.sleep(args.every)
+
+
+@command(
+    "worker",
+    argument("modules", nargs="*", metavar="MODULE", help="modules to import: those defining your actors"),
+    argument("-p", "--processes", type=int, metavar="N", help="worker processes (Dramatiq's default: CPUs)"),
+    argument("-t", "--threads", type=int, metavar="N", help="threads per process (Dramatiq's default: 8)"),
+)
+def worker(args: argparse.Namespace) -> int:
+    """Run Dramatiq worker processes for the engine's jobs: `dramatiq engine.jobs MODULE...`.
+
+    Each process imports engine.jobs and your modules, reads DATABASE_URL and REDIS_URL (or
+    RABBITMQ_URL), and reconnects after a restart of the database or of the broker.
+    """
+    require_broker("stepwise worker")
+    os.execv(sys.executable, worker_command(args))
+
+
+def worker_command(args: argparse.Namespace) -> list[str]:
+    command = [sys.executable, "-m", "dramatiq", "engine.jobs", *args.modules]
+    if args.processes is not None:
+        command += ["--processes", str(args.processes)]
+    if args.threads is not None:
+        command += ["--threads", str(args.threads)]
+    return command
 
 
 if __name__ == "__main__":

@@ -63,6 +63,10 @@ def configure(target: str | Engine | None = None, **engine_options: Any) -> Engi
         url = normalize_url(url)
         if url.startswith("sqlite"):
             engine_options.setdefault("connect_args", {"timeout": 30})
+        elif url.startswith("postgresql"):
+            # A restarted PostgreSQL leaves dead connections in the pool: test each one as
+            # it is checked out, so workers reconnect instead of failing their next job.
+            engine_options.setdefault("pool_pre_ping", True)
         engine = create_engine(url, **engine_options)
     if engine.dialect.name == "sqlite":
         prepare_sqlite(engine)

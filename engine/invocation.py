@@ -43,6 +43,8 @@ class Invocation(Base):
             sqlite_where=text("concluded_at IS NULL"),
             postgresql_where=text("concluded_at IS NULL"),
         ),
+        # Metrics: the invocation an action was admitted from (queue latency), concluded or not.
+        Index("ix_stepwise_invocations_action", "action_id"),
         Index("ix_stepwise_invocations_parent_step", "parent_step_id"),
         {"sqlite_autoincrement": True},
     )
@@ -65,6 +67,9 @@ class Invocation(Base):
     due_at: Mapped[datetime | None]
     settled_at: Mapped[datetime | None]
     concluded_at: Mapped[datetime | None]
+    #: Whether the waited-on work concluded successfully (set with concluded_at); an
+    #: operator's retry reopens exactly the unsuccessful ones.
+    succeeded: Mapped[bool | None]
 
     def __repr__(self) -> str:
         return (
@@ -266,6 +271,7 @@ def settle_unadmitted(
 
     _settle(session, invocation, outcome, None)
     invocation.concluded_at = clock.now()
+    invocation.succeeded = candidate.status == status.SUCCEEDED
     if error is not None:
         invocation.error_class = f"{type(error).__module__}.{type(error).__qualname__}"
         invocation.error_message = str(error)[:2000]

@@ -87,7 +87,7 @@ def wait_over(invocation_id: int) -> None:
             row = session.execute(
                 update(Invocation)
                 .where(Invocation.id == invocation_id, Invocation.concluded_at.is_(None))
-                .values(concluded_at=clock.now(), settled_at=clock.now(), outcome="waited")
+                .values(concluded_at=clock.now(), settled_at=clock.now(), outcome="waited", succeeded=True)
                 .returning(Invocation.parent_step_id)
                 .execution_options(synchronize_session=False)
             ).first()

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from .achievement import Achievement
 from .action import Action
+from .audit import AuditEntry
 from .history import ActionEvent
 from .invocation import Invocation
 from .performance import Performance
 from .step import Step, step_actions
 
-__all__ = ["Achievement", "Action", "ActionEvent", "Invocation", "Performance", "Step", "step_actions"]
+__all__ = [
+    "Achievement",
+    "Action",
+    "ActionEvent",
+    "AuditEntry",
+    "Invocation",
+    "Performance",
+    "Step",
+    "step_actions",
+]

@@ -208,8 +208,10 @@ def complete_action(
     if fresh.status not in status.INCOMPLETE:
         return Completion(False, "already_completed", fresh)
     if lane is None:
-        return Completion(False, "not_found", fresh)
-    forward(session, lane, fresh, to, cause=cause, by=by, note=note, error=error)
+        # Not in a lane (it should be): complete it all the same rather than strand it.
+        finalize(session, fresh, to, cause=cause, by=by, note=note, error=error)
+    else:
+        forward(session, lane, fresh, to, cause=cause, by=by, note=note, error=error)
     return Completion(True, "completed", fresh)
 
 

@@ -36,10 +36,16 @@ COMPLETIONS: frozenset[str] = frozenset({SUCCEEDED, FAILED, CANCELLED, TIMED_OUT
 #: but the status exists so that an unsaved action can report it.
 TERMINAL: frozenset[str] = frozenset(set(ACTION_STATUSES) - INCOMPLETE)
 
+#: Statuses an operator's retry may reopen (back to pending, in its lane).
+RETRYABLE: frozenset[str] = frozenset({FAILED, TIMED_OUT, CANCELLED})
+
 #: from-status -> statuses it may move to. Anything else is refused by the writer.
 TRANSITIONS: dict[str, frozenset[str]] = {
     PENDING: frozenset({PERFORMING, SUPERSEDED}) | COMPLETIONS,
     PERFORMING: COMPLETIONS,
+    FAILED: frozenset({PENDING}),
+    TIMED_OUT: frozenset({PENDING}),
+    CANCELLED: frozenset({PENDING}),
 }
 
 #: Statuses the after-callbacks may be registered for (Stepped: no superseded/deadlocked).

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     UniqueConstraint,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -54,6 +55,13 @@ class Step(Timestamps, Base):
         # Each step of an action runs at most once: a redelivered message cannot open it twice.
         UniqueConstraint("action_id", "definition_index"),
         CheckConstraint("pending_actions_count >= 0", name="pending_not_negative"),
+        # The sweeper's question: which steps were opened but their body never ran?
+        Index(
+            "ix_stepwise_steps_unperformed",
+            "created_at",
+            sqlite_where=text("performed_at IS NULL"),
+            postgresql_where=text("performed_at IS NULL"),
+        ),
         {"sqlite_autoincrement": True},
     )
 
@@ -190,6 +198,33 @@ def open_step(session: Session, action: Action) -> Step:
     history.record(session, action, "step_started", step_id=step.id, index=step.definition_index)
     broker.after_commit(session, lambda: ready(session).append(step.id))
     return step
+
+
+def resume_step(session: Session, action: Action) -> None:
+    """A reopened action performs again: open its current step, or run it if its body
+    has not run, or move on if it already succeeded; a step still waiting on children
+    keeps waiting."""
+    from .action import accomplished
+
+    step = session.scalars(
+        select(Step).where(Step.action_id == action.id, Step.definition_index == action.current_step_index)
+    ).one_or_none()
+    if step is None:
+        open_step(session, action)
+    elif step.status == status.STEP_PERFORMING and step.performed_at is None:
+        broker.after_commit(session, lambda: ready(session).append(step.id))
+    elif step.status != status.STEP_PERFORMING:
+        accomplished(session, action, step)
+
+
+def dispatch_ready(session: Session) -> None:
+    """Send the bodies of the steps this session opened to the workers, instead of running
+    them here (operator commands run in web requests and CLIs)."""
+    from . import jobs
+
+    queue = ready(session)
+    while queue:
+        broker.send(jobs.perform_step, queue.pop(0))
 
 
 def ready(session: Session) -> list[int]:
@@ -329,6 +364,7 @@ def conclude_waiters(session: Session, action: Action) -> None:
     """Tell every step waiting on ``action`` that it concluded, each exactly once."""
     from .invocation import Invocation
 
+    succeeded = action.succeeded_including_callbacks
     rows = session.execute(
         update(Invocation)
         .where(
@@ -336,11 +372,10 @@ def conclude_waiters(session: Session, action: Action) -> None:
             Invocation.concluded_at.is_(None),
             Invocation.parent_step_id.is_not(None),
         )
-        .values(concluded_at=clock.now())
+        .values(concluded_at=clock.now(), succeeded=succeeded)
         .returning(Invocation.parent_step_id)
         .execution_options(synchronize_session=False)
     ).all()
-    succeeded = action.succeeded_including_callbacks
     for step_id, count in sorted(Counter(row[0] for row in rows if row[0] is not None).items()):
         conclude(session, step_id, succeeded, count)
 

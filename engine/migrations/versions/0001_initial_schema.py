@@ -55,8 +55,29 @@ def upgrade() -> None:
         "ix_stepwise_action_events_action", "stepwise_action_events", ["action_id", "id"], unique=False
     )
     op.create_index(
+        "ix_stepwise_action_events_event", "stepwise_action_events", ["event", "cause"], unique=False
+    )
+    op.create_index(
         "ix_stepwise_action_events_tree", "stepwise_action_events", ["root_id", "id"], unique=False
     )
+    op.create_table(
+        "stepwise_audit_entries",
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column("at", sa.DateTime(), nullable=False),
+        sa.Column("command", sa.String(length=40), nullable=False),
+        sa.Column("cause", sa.String(length=20), nullable=False),
+        sa.Column("by", sa.String(length=255), nullable=True),
+        sa.Column("reason", sa.Text(), nullable=True),
+        sa.Column("target", sa.String(length=500), nullable=False),
+        sa.Column("data", sa.JSON(), nullable=False),
+        sa.Column("result", sa.String(length=40), nullable=True),
+        sa.Column("total", sa.Integer(), nullable=True),
+        sa.Column("done", sa.Integer(), nullable=True),
+        sa.Column("finished_at", sa.DateTime(), nullable=True),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_stepwise_audit_entries")),
+        sqlite_autoincrement=True,
+    )
+    op.create_index("ix_stepwise_audit_entries_at", "stepwise_audit_entries", ["at"], unique=False)
     op.create_table(
         "stepwise_performances",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
@@ -101,6 +122,7 @@ def upgrade() -> None:
         sa.Column("superseded_by_id", sa.BigInteger(), nullable=True),
         sa.Column("after_callbacks_succeeded_count", sa.Integer(), nullable=True),
         sa.Column("after_callbacks_failed_count", sa.Integer(), nullable=True),
+        sa.Column("result", sa.JSON(), nullable=True),
         sa.Column("error_class", sa.String(length=255), nullable=True),
         sa.Column("error_message", sa.Text(), nullable=True),
         sa.Column("error_traceback", sa.Text(), nullable=True),
@@ -121,6 +143,7 @@ def upgrade() -> None:
         "ix_stepwise_actions_actor", "stepwise_actions", ["actor_type", "actor_id", "name"], unique=False
     )
     op.create_index("ix_stepwise_actions_checksum_key", "stepwise_actions", ["checksum_key"], unique=False)
+    op.create_index("ix_stepwise_actions_completed_at", "stepwise_actions", ["completed_at"], unique=False)
     op.create_index(
         "ix_stepwise_actions_concurrency_key", "stepwise_actions", ["concurrency_key", "id"], unique=False
     )
@@ -130,7 +153,9 @@ def upgrade() -> None:
         "ix_stepwise_actions_performance", "stepwise_actions", ["performance_id", "id"], unique=False
     )
     op.create_index("ix_stepwise_actions_roots", "stepwise_actions", ["root", "id"], unique=False)
+    op.create_index("ix_stepwise_actions_started_at", "stepwise_actions", ["started_at"], unique=False)
     op.create_index("ix_stepwise_actions_status", "stepwise_actions", ["status", "id"], unique=False)
+    op.create_index("ix_stepwise_actions_status_name", "stepwise_actions", ["status", "name"], unique=False)
     op.create_index("ix_stepwise_actions_tree", "stepwise_actions", ["root_id"], unique=False)
     # Invariant 1: at most one performing action per lane, whatever the workers do.
     op.create_index(
@@ -168,6 +193,14 @@ def upgrade() -> None:
         sqlite_autoincrement=True,
     )
     op.create_index(op.f("ix_stepwise_steps_action_id"), "stepwise_steps", ["action_id"], unique=False)
+    op.create_index(
+        "ix_stepwise_steps_unperformed",
+        "stepwise_steps",
+        ["created_at"],
+        unique=False,
+        sqlite_where=sa.text("performed_at IS NULL"),
+        postgresql_where=sa.text("performed_at IS NULL"),
+    )
     op.create_table(
         "stepwise_invocations",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
@@ -185,6 +218,7 @@ def upgrade() -> None:
         sa.Column("due_at", sa.DateTime(), nullable=True),
         sa.Column("settled_at", sa.DateTime(), nullable=True),
         sa.Column("concluded_at", sa.DateTime(), nullable=True),
+        sa.Column("succeeded", sa.Boolean(), nullable=True),
         sa.ForeignKeyConstraint(
             ["action_id"],
             ["stepwise_actions.id"],
@@ -198,6 +232,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_stepwise_invocations")),
         sqlite_autoincrement=True,
     )
+    op.create_index("ix_stepwise_invocations_action", "stepwise_invocations", ["action_id"], unique=False)
     op.create_index(
         "ix_stepwise_invocations_parent_step", "stepwise_invocations", ["parent_step_id"], unique=False
     )
@@ -259,7 +294,14 @@ def downgrade() -> None:
         postgresql_where=sa.text("settled_at IS NULL"),
     )
     op.drop_index("ix_stepwise_invocations_parent_step", table_name="stepwise_invocations")
+    op.drop_index("ix_stepwise_invocations_action", table_name="stepwise_invocations")
     op.drop_table("stepwise_invocations")
+    op.drop_index(
+        "ix_stepwise_steps_unperformed",
+        table_name="stepwise_steps",
+        sqlite_where=sa.text("performed_at IS NULL"),
+        postgresql_where=sa.text("performed_at IS NULL"),
+    )
     op.drop_index(op.f("ix_stepwise_steps_action_id"), table_name="stepwise_steps")
     op.drop_table("stepwise_steps")
     op.drop_index(
@@ -269,12 +311,15 @@ def downgrade() -> None:
         postgresql_where=sa.text("status = 'performing'"),
     )
     op.drop_index("ix_stepwise_actions_tree", table_name="stepwise_actions")
+    op.drop_index("ix_stepwise_actions_status_name", table_name="stepwise_actions")
     op.drop_index("ix_stepwise_actions_status", table_name="stepwise_actions")
+    op.drop_index("ix_stepwise_actions_started_at", table_name="stepwise_actions")
     op.drop_index("ix_stepwise_actions_roots", table_name="stepwise_actions")
     op.drop_index("ix_stepwise_actions_performance", table_name="stepwise_actions")
     op.drop_index("ix_stepwise_actions_name", table_name="stepwise_actions")
     op.drop_index("ix_stepwise_actions_created_at", table_name="stepwise_actions")
     op.drop_index("ix_stepwise_actions_concurrency_key", table_name="stepwise_actions")
+    op.drop_index("ix_stepwise_actions_completed_at", table_name="stepwise_actions")
     op.drop_index("ix_stepwise_actions_checksum_key", table_name="stepwise_actions")
     op.drop_index("ix_stepwise_actions_actor", table_name="stepwise_actions")
     op.drop_table("stepwise_actions")
@@ -285,7 +330,10 @@ def downgrade() -> None:
         postgresql_where=sa.text("outbound_complete_key IS NOT NULL"),
     )
     op.drop_table("stepwise_performances")
+    op.drop_index("ix_stepwise_audit_entries_at", table_name="stepwise_audit_entries")
+    op.drop_table("stepwise_audit_entries")
     op.drop_index("ix_stepwise_action_events_tree", table_name="stepwise_action_events")
+    op.drop_index("ix_stepwise_action_events_event", table_name="stepwise_action_events")
     op.drop_index("ix_stepwise_action_events_action", table_name="stepwise_action_events")
     op.drop_table("stepwise_action_events")
     op.drop_table("stepwise_achievements")

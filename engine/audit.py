@@ -1,0 +1,70 @@
+"""Audit: every operator command and outside completion, with who, when, what and why.
+
+One entry per command (a bulk command is one entry with its progress); the transitions it
+causes land in each action's own history with the same ``by``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Index, String, Text
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from . import clock
+from .db import Base, Id
+
+
+class AuditEntry(Base):
+    __tablename__ = "stepwise_audit_entries"
+    __table_args__ = (
+        Index("ix_stepwise_audit_entries_at", "at"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    at: Mapped[datetime] = mapped_column(default=clock.now)
+    #: cancel, retry, approve, reject, complete, forget, bulk_cancel, bulk_retry.
+    command: Mapped[str] = mapped_column(String(40))
+    #: operator, webhook or caller.
+    cause: Mapped[str] = mapped_column(String(20))
+    by: Mapped[str | None] = mapped_column(String(255))
+    reason: Mapped[str | None] = mapped_column(Text)
+    #: What it acted on: "action:42", "achievement:Car/1/visit", or "filter" for bulk.
+    target: Mapped[str] = mapped_column(String(500))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    #: The outcome: completed, already_completed, not_found, not_retryable, done …
+    result: Mapped[str | None] = mapped_column(String(40))
+    total: Mapped[int | None]
+    done: Mapped[int | None]
+    finished_at: Mapped[datetime | None]
+
+    def __repr__(self) -> str:
+        return f"<AuditEntry {self.id} {self.command} {self.target} by={self.by} {self.result}>"
+
+
+def record(
+    session: Session,
+    command: str,
+    target: str,
+    *,
+    cause: str,
+    by: str | None,
+    reason: str | None = None,
+    result: str | None = None,
+    **data: Any,
+) -> AuditEntry:
+    entry = AuditEntry(
+        at=clock.now(),
+        command=command,
+        cause=cause,
+        by=by,
+        reason=reason,
+        target=target,
+        data=data,
+        result=result,
+        finished_at=clock.now() if result is not None else None,
+    )
+    session.add(entry)
+    return entry

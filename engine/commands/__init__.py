@@ -1,0 +1,26 @@
+"""Operator commands: cancel, retry, approve/reject/complete, forget, and their bulk forms.
+
+The studio, the CLI and the webhook endpoint all call these. Each records who did it, when
+and why: one audit entry per command, and a history entry per transition it causes. Step
+bodies they make ready are sent to workers, never run in the caller (a web request).
+"""
+
+from __future__ import annotations
+
+from .bulk import ActionFilter, bulk
+from .cancel import cancel
+from .completion import approve, complete, forget, reject
+from .result import CommandResult
+from .retry import retry
+
+__all__ = [
+    "ActionFilter",
+    "CommandResult",
+    "approve",
+    "bulk",
+    "cancel",
+    "complete",
+    "forget",
+    "reject",
+    "retry",
+]

@@ -1,0 +1,155 @@
+"""Retry: reopen a failed, timed-out or cancelled action where it stopped.
+
+Steps that succeeded are kept and no succeeded work runs again: a step whose body failed
+runs again; a step failed by its children retries the failed ones, down to the leaves; and
+ancestors that failed because of this action reopen and carry on when it succeeds.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .. import audit, broker, history, status
+from ..action import Action, perform, write_status
+from ..invocation import Invocation
+from ..performance import Performance, lock, set_current
+from ..step import Step
+from .result import CommandResult, run
+
+
+def retry(
+    action_id: int,
+    *,
+    by: str | None = None,
+    reason: str | None = None,
+    timeout: timedelta | None = None,
+    cause: str = history.OPERATOR,
+    session: Session | None = None,
+    audited: bool = True,
+) -> CommandResult:
+    """Reopen ``action_id`` (failed, timed out or cancelled); ``timeout`` replaces its timeout."""
+
+    def work(s: Session) -> CommandResult:
+        action = s.get(Action, action_id, populate_existing=True)
+        if action is None:
+            result = CommandResult(False, "not_found", action_id)
+        elif action.status not in status.RETRYABLE:
+            result = CommandResult(False, "not_retryable", action_id)
+        else:
+            if timeout is not None:
+                action.timeout_seconds = int(timeout.total_seconds())
+            reopen_down(s, action, cause=cause, by=by)
+            reopen(s, action, cause=cause, by=by, reason=reason)
+            reopen_up(s, action, cause=cause, by=by)
+            result = CommandResult(True, "retried", action_id)
+        if audited:
+            data = {"timeout_seconds": int(timeout.total_seconds())} if timeout else {}
+            audit.record(
+                s,
+                "retry",
+                f"action:{action_id}",
+                cause=cause,
+                by=by,
+                reason=reason,
+                result=result.reason,
+                **data,
+            )
+        return result
+
+    return run(session, work)
+
+
+def current_step(session: Session, action: Action) -> Step | None:
+    return session.scalars(
+        select(Step)
+        .where(Step.action_id == action.id, Step.definition_index == action.current_step_index)
+        .execution_options(populate_existing=True)
+    ).one_or_none()
+
+
+def reopen_down(session: Session, action: Action, *, cause: str, by: str | None) -> None:
+    """Make the action's current step runnable again: retry its failed children, or run
+    its body again when the body itself failed."""
+    step = current_step(session, action)
+    if step is None or step.status != status.STEP_FAILED:
+        return
+    failed = session.scalars(
+        select(Invocation).where(Invocation.parent_step_id == step.id, Invocation.succeeded.is_(False))
+    ).all()
+    if not failed:
+        step.performed_at = None
+        step.attempt += 1
+        step.retry_at = None
+        step.pending_actions_count = 0
+        step.unsuccessful_actions_count = 0
+    for invocation in failed:
+        child = session.get(Action, invocation.action_id) if invocation.action_id else None
+        invocation.concluded_at = None
+        invocation.succeeded = None
+        if child is None:
+            # Never admitted (its before hook failed, it deadlocked…): admit it again.
+            from .. import jobs
+
+            invocation.settled_at = None
+            invocation.outcome = None
+            invocation.error_class = invocation.error_message = None
+            broker.enqueue(session, jobs.admit, invocation.id)
+        elif child.status in status.RETRYABLE:
+            reopen_down(session, child, cause=cause, by=by)
+            reopen(session, child, cause=cause, by=by, reason="its ancestor was retried")
+    step.pending_actions_count += len(failed)
+    step.unsuccessful_actions_count = max(0, step.unsuccessful_actions_count - len(failed))
+    step.status = status.STEP_PERFORMING
+    step.completed_at = None
+    history.record(session, action, "step_reopened", cause=cause, by=by, step_id=step.id, retried=len(failed))
+    session.flush()
+
+
+def reopen(session: Session, action: Action, *, cause: str, by: str | None, reason: str | None) -> None:
+    """Back to pending in its lane; it performs at once if the lane is free."""
+    session.flush()
+    write_status(session, action, status.PENDING, completed_at=None)
+    history.record(session, action, "retried", cause=cause, by=by, reason=reason)
+    lane = lock(session, action.concurrency_key)
+    if lane is None:
+        lane = Performance(concurrency_key=action.concurrency_key, action_id=action.id)
+        session.add(lane)
+        session.flush()
+        action.performance_id = lane.id
+        set_current(lane, action)
+        session.flush()
+        perform(session, action, cause=cause)
+    else:
+        action.performance_id = lane.id
+        session.flush()
+
+
+def reopen_up(session: Session, action: Action, *, cause: str, by: str | None) -> None:
+    """Ancestors whose steps failed because this action failed wait on it again."""
+    waiters = session.scalars(
+        select(Invocation).where(Invocation.action_id == action.id, Invocation.succeeded.is_(False))
+    ).all()
+    for invocation in waiters:
+        if invocation.parent_step_id is None:
+            continue
+        step = session.get(Step, invocation.parent_step_id, populate_existing=True)
+        assert step is not None
+        invocation.concluded_at = None
+        invocation.succeeded = None
+        step.pending_actions_count += 1
+        step.unsuccessful_actions_count = max(0, step.unsuccessful_actions_count - 1)
+        if step.status == status.STEP_FAILED:
+            step.status = status.STEP_PERFORMING
+            step.completed_at = None
+        parent = session.get(Action, step.action_id, populate_existing=True)
+        session.flush()
+        if (
+            parent is not None
+            and parent.status in status.RETRYABLE
+            and parent.current_step_index == step.definition_index
+        ):
+            reopen(session, parent, cause=cause, by=by, reason=f"its child action {action.id} was retried")
+            reopen_up(session, parent, cause=cause, by=by)
