@@ -102,10 +102,17 @@ def wait_over(invocation_id: int) -> None:
 
 
 @dramatiq.actor(actor_name="stepwise.complete", **OPTIONS)
-def complete(actor_type: str, actor_id: str, name: str, to: str = status.SUCCEEDED) -> None:
-    """Complete an outbound action by actor and name (``complete_later``)."""
+def complete(
+    actor_type: str, actor_id: str, name: str, to: str = status.SUCCEEDED, action_id: int | None = None
+) -> None:
+    """Complete the outbound action ``complete_later`` meant (by id when it was known),
+    else the one current for this actor and name."""
     from .outbound import complete as complete_outbound
+    from .outbound import complete_action
 
+    if action_id is not None:
+        complete_action(action_id, to)
+        return
     with db.session() as session:
         actor = registry.load_actor(session, actor_type, actor_id)
         complete_outbound(actor, name, to)

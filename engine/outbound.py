@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, object_session
 from . import broker, db, history, registry, status
 from .action import Action
 from .invocation import session_for
-from .performance import Completion, forward, outbound_lane
+from .performance import Completion, Performance, forward, outbound_lane
 from .performance import complete_action as complete_in_lane
 
 
@@ -92,15 +92,30 @@ def complete_action(
 
 
 def complete_later(actor: Any, name: str, to: str = status.SUCCEEDED) -> None:
-    """Complete ``name`` on ``actor`` from a worker, after the actor's session commits."""
+    """Complete ``name`` on ``actor`` from a worker, after the actor's session commits.
+
+    The message names the action that is current in the lane now, so a redelivered message
+    finds it already completed instead of completing the next one in the lane."""
     from . import jobs
 
     actor_type, actor_id = registry.actor_ref(actor)
     session = object_session(actor)
+    lookup = session if session is not None else db.session()
+    try:
+        target = lookup.scalar(
+            select(Performance.action_id)
+            .where(Performance.outbound_complete_key == f"{actor_type}/{actor_id}/{name}")
+            .order_by(Performance.action_id)
+            .limit(1)
+        )
+    finally:
+        if session is None:
+            lookup.close()
+    args = (actor_type, actor_id, name, to, target)
     if session is None:
-        broker.send(jobs.complete, actor_type, actor_id, name, to)
+        broker.send(jobs.complete, *args)
     else:
-        broker.enqueue(session, jobs.complete, actor_type, actor_id, name, to)
+        broker.enqueue(session, jobs.complete, *args)
 
 
 def _run(session: Session, work: Any) -> Completion:

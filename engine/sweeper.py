@@ -8,8 +8,8 @@ step opened but whose body never ran or whose retry never came (``stepwise.perfo
 Work younger than the grace period is left alone: its message may still be on its way.
 Every job is a no-op on redelivery, so sending twice is safe; sending never is not.
 
-Each query reads a small partial index: unsettled invocations, steps not performed, and
-performing actions (at most one per lane, by invariant 1).
+Each query reads a small range of an index: the partial indexes of unsettled invocations and
+of steps not performed, and the performing actions (at most one per lane, by invariant 1).
 """
 
 from __future__ import annotations

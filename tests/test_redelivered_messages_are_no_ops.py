@@ -226,13 +226,6 @@ def test_an_outbound_completion_delivered_twice_completes_once(session: Session,
     assert events(session, action).count("completed") == 1
 
 
-@pytest.mark.xfail(
-    reason="engine: stepwise.complete carries (actor, name, status), not the action it was "
-    "meant for, so a redelivery completes whichever outbound action is current in the lane "
-    "by then; the message would need the target action's id (resolved when complete_later "
-    "is called) or a delivery record",
-    strict=True,
-)
 def test_a_completion_delivered_again_does_not_complete_the_next_action_in_the_lane(
     session: Session, car: Car
 ) -> None:

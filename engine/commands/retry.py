@@ -141,10 +141,12 @@ def reopen_up(session: Session, action: Action, *, cause: str, by: str | None) -
         invocation.succeeded = None
         step.pending_actions_count += 1
         step.unsuccessful_actions_count = max(0, step.unsuccessful_actions_count - 1)
+        parent = session.get(Action, step.action_id, populate_existing=True)
+        assert parent is not None
         if step.status == status.STEP_FAILED:
             step.status = status.STEP_PERFORMING
             step.completed_at = None
-        parent = session.get(Action, step.action_id, populate_existing=True)
+            history.record(session, parent, "step_reopened", cause=cause, by=by, step_id=step.id, retried=1)
         session.flush()
         if (
             parent is not None
