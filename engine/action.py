@@ -295,6 +295,10 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
     from . import performance
     from .step import open_step
 
+    # Under the lane's lock, read the status afresh: a timeout or an outside completion
+    # may have completed the action while its step body ran.
+    performance.lock(session, action.concurrency_key)
+    session.refresh(action, ["status"])
     if action.status != status.PERFORMING:
         return
     if step.status == status.STEP_FAILED:

@@ -1,0 +1,1 @@
+"""Integration tests: PostgreSQL, the real Redis broker and real Dramatiq worker processes."""
