@@ -303,5 +303,10 @@ def worker_command(args: argparse.Namespace) -> list[str]:
     return command
 
 
+from . import cli_operator  # noqa: E402, F401 - registers the operator's commands
+
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as ``python -m engine.cli``: use the importable module, where every command is.
+    from engine.cli import main as registered_main
+
+    sys.exit(registered_main())

@@ -131,7 +131,8 @@ def actor_class(actor_type: str) -> type:
     if cls is None:
         raise ActorNotFound(
             f"no actor class named {actor_type!r} is registered in this process: import the "
-            f"module that defines it before the worker starts (dramatiq engine.jobs yourapp)"
+            f"module that defines it (workers: dramatiq engine.jobs yourapp.models; the stepwise "
+            f"command: --import yourapp.models or STEPWISE_IMPORTS)"
         )
     return cls
 

@@ -7,6 +7,7 @@ bodies they make ready are sent to workers, never run in the caller (a web reque
 
 from __future__ import annotations
 
+from . import bulk as bulk_module
 from .bulk import ActionFilter, bulk
 from .cancel import cancel
 from .completion import approve, complete, forget, reject
@@ -18,6 +19,7 @@ __all__ = [
     "CommandResult",
     "approve",
     "bulk",
+    "bulk_module",
     "cancel",
     "complete",
     "forget",

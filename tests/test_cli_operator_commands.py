@@ -1,0 +1,100 @@
+"""The operator's commands on the command line call the same engine commands as the
+studio: each changes what it says, is audited with who ran it, and a command that
+changes nothing exits 1 saying why."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+import engine
+from engine.models import Achievement, Action, AuditEntry
+from tests.domain import Car
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def stepwise(database: Engine, *args: str) -> subprocess.CompletedProcess[str]:
+    url = database.url.render_as_string(hide_password=False)
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RABBITMQ_URL", "DATABASE_URL")}
+    imports = [] if args[0] == "metrics" else ["--import", "tests.domain"]
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args, "--database-url", url, *imports],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def status_of(session: Session, action_id: int) -> str:
+    session.expire_all()
+    return session.scalars(select(Action.status).where(Action.id == action_id)).one()
+
+
+@pytest.fixture
+def waiting(session: Session, car: Car) -> Action:
+    engine.define(Car, "change_location", outbound=True)
+    return engine.now(car, "change_location", "Oslo")
+
+
+def test_cancel_from_the_command_line_is_audited_and_refused_the_second_time(
+    database: Engine, session: Session, waiting: Action
+) -> None:
+    done = stepwise(database, "cancel", str(waiting.id), "--by", "zoe", "--reason", "duplicate")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"cancel action {waiting.id}: cancelled"
+    assert status_of(session, waiting.id) == "cancelled"
+    entry = session.scalars(select(AuditEntry)).one()
+    assert (entry.command, entry.by, entry.reason, entry.cause) == ("cancel", "zoe", "duplicate", "operator")
+
+    again = stepwise(database, "cancel", str(waiting.id), "--by", "zoe")
+    assert again.returncode == 1
+    assert "changed nothing: already_completed" in again.stderr
+
+
+def test_reject_then_retry_then_approve_from_the_command_line(
+    database: Engine, session: Session, waiting: Action
+) -> None:
+    assert stepwise(database, "reject", str(waiting.id), "--by", "amy").returncode == 0
+    assert status_of(session, waiting.id) == "failed"
+    retried = stepwise(database, "retry", str(waiting.id), "--by", "amy", "--timeout", "60")
+    assert retried.returncode == 0, retried.stderr
+    assert status_of(session, waiting.id) == "performing"
+    assert stepwise(database, "approve", str(waiting.id), "--by", "amy").returncode == 0
+    assert status_of(session, waiting.id) == "succeeded"
+    commands = session.scalars(select(AuditEntry.command).order_by(AuditEntry.id)).all()
+    assert commands == ["reject", "retry", "approve"]
+
+
+def test_forget_bulk_and_metrics_from_the_command_line(
+    database: Engine, session: Session, car: Car, waiting: Action
+) -> None:
+    engine.define(Car, "visit", Car.change_location, checksum=lambda car, place: place)
+    engine.now(car, "visit", "Rome")
+    key = session.scalars(select(Achievement.checksum_key)).one()
+    assert stepwise(database, "forget", key).returncode == 0
+    assert session.scalars(select(Achievement)).all() == []
+
+    bulk = stepwise(database, "bulk", "cancel", "--name", "change_location", "--status", "performing")
+    assert bulk.returncode == 0, bulk.stderr
+    assert bulk.stdout.splitlines()[-1].startswith("bulk cancel: 1 of 1 matching actions")
+    assert status_of(session, waiting.id) == "cancelled"
+
+    exposition = stepwise(database, "metrics")
+    assert exposition.returncode == 0, exposition.stderr
+    assert 'stepwise_actions{status="cancelled",name="change_location"} 1' in exposition.stdout
+
+
+def test_a_command_on_an_unknown_action_says_so(database: Engine) -> None:
+    missing = stepwise(database, "approve", "999999")
+    assert missing.returncode == 1
+    assert "changed nothing: not_found" in missing.stderr
