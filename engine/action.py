@@ -357,10 +357,24 @@ def finalize(
     if error is not None:
         data.update(error_data(error))
     history.record(session, action, "completed", cause=cause, by=by, **data)
+    close_unperformed_steps(session, action)
     if action.succeeded_including_callbacks and action.checksum:
         achievement.grant(session, action.checksum_key, action.checksum, action.id)
     conclude_waiters(session, action)
     return True
+
+
+def close_unperformed_steps(session: Session, action: Action) -> None:
+    """A step whose body has not run when its action completes never will: close it, so no
+    step is left open (steps already waiting on children close when those conclude)."""
+    from .step import Step
+
+    session.execute(
+        update(Step)
+        .where(Step.action_id == action.id, Step.performed_at.is_(None), Step.completed_at.is_(None))
+        .values(status=status.STEP_CANCELLED, completed_at=clock.now(), updated_at=clock.now())
+        .execution_options(synchronize_session=False)
+    )
 
 
 def error_data(error: BaseException) -> dict[str, Any]:

@@ -6,6 +6,9 @@
     stepwise sweep [--every SECONDS] [--grace SECONDS]  send again the work whose message was lost
     stepwise worker [MODULE...] [-p N] [-t N]           run Dramatiq workers for the engine's jobs
 
+Other packages add commands through the ``stepwise.commands`` entry-point group (the studio
+adds ``serve`` and ``users``).
+
 A command is a function registered with ``@command("group name", arguments...)``: it takes
 the parsed arguments and returns the exit status. Exit status: 0 done, 1 the command failed
 (stderr says why and what to do), 2 wrong usage.
@@ -78,6 +81,7 @@ def command(path: str, *arguments: Argument) -> Callable[[Run], Run]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    load_plugins()
     args = build_parser().parse_args(argv)
     run: Run = args.run
     try:
@@ -88,6 +92,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(f"the database refused: {error.orig}")
     except KeyboardInterrupt:
         return 130
+
+
+#: The entry-point group of modules that add commands, such as the studio's ``app.cli``
+#: (``stepwise serve``, ``stepwise users``): the engine never imports them itself.
+PLUGIN_GROUP = "stepwise.commands"
+_plugins_loaded = False
+
+
+def load_plugins() -> None:
+    """Import, once, each module registered under ``PLUGIN_GROUP``: its ``@command``s join."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=PLUGIN_GROUP):
+        try:
+            entry.load()
+        except ImportError as error:
+            print(f"stepwise: note: the commands of {entry.value} are unavailable: {error}", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:

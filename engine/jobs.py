@@ -1,11 +1,14 @@
 """Jobs: the Dramatiq functions workers run. Each takes ids, reads the truth from the
 database and is a no-op when its message is delivered twice.
 
-Run workers with ``dramatiq engine.jobs yourapp.models`` (import your actor classes).
+Run workers with ``dramatiq engine.jobs yourapp.models`` (import your actor classes), or
+name those modules in ``STEPWISE_IMPORTS`` (comma-separated), which this module imports.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 from datetime import timedelta
 from typing import Any
 
@@ -117,5 +120,15 @@ def complete(
         actor = registry.load_actor(session, actor_type, actor_id)
         complete_outbound(actor, name, to)
 
+
+def import_actor_modules() -> None:
+    """Import the modules named in ``STEPWISE_IMPORTS``: a worker started as ``dramatiq
+    engine.jobs`` (the Procfile's) then knows the actor classes its messages name."""
+    for name in os.environ.get("STEPWISE_IMPORTS", "").split(","):
+        if name.strip():
+            importlib.import_module(name.strip())
+
+
+import_actor_modules()
 
 __all__ = ["admit", "complete", "perform_step", "timeout", "wait_over"]

@@ -56,7 +56,10 @@ ALL = "all"
 STEP_PERFORMING = PERFORMING
 STEP_SUCCEEDED = SUCCEEDED
 STEP_FAILED = FAILED
-STEP_STATUSES: tuple[str, ...] = (PENDING, STEP_PERFORMING, STEP_SUCCEEDED, STEP_FAILED)
+#: A step whose body never ran because its action was completed first (from outside, by
+#: a timeout or a cancel). An operator's retry runs it after all.
+STEP_CANCELLED = CANCELLED
+STEP_STATUSES: tuple[str, ...] = (PENDING, STEP_PERFORMING, STEP_SUCCEEDED, STEP_FAILED, STEP_CANCELLED)
 
 
 def sources_of(to: str) -> frozenset[str]:

@@ -211,6 +211,10 @@ def resume_step(session: Session, action: Action) -> None:
     ).one_or_none()
     if step is None:
         open_step(session, action)
+    elif step.status == status.STEP_CANCELLED:
+        step.status, step.completed_at = status.STEP_PERFORMING, None
+        history.record(session, action, "step_resumed", step_id=step.id)
+        broker.after_commit(session, lambda: ready(session).append(step.id))
     elif step.status == status.STEP_PERFORMING and step.performed_at is None:
         broker.after_commit(session, lambda: ready(session).append(step.id))
     elif step.status != status.STEP_PERFORMING:
