@@ -32,7 +32,8 @@ from .outbound import complete, complete_action, complete_later
 from .performance import Completion, Performance
 from .registry import register_service
 from .retry import RetryPolicy
-from .step import Step, StepContext
+from .step import Step
+from .step_context import StepContext
 
 __version__ = "0.1.0"
 

@@ -135,7 +135,7 @@ def now(actor: Any, name: str, *args: Any) -> Action:
     it and run its first steps; children run on workers. Commits the actor's session.
     Returns the admitted action, the action it was attached to, or an unsaved action
     whose status says how it ended (skipped invocations are ``succeeded``)."""
-    from .step import run_ready
+    from .step_body import run_ready
 
     session, own = session_for(actor)
     try:

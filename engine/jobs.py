@@ -26,7 +26,7 @@ OPTIONS: dict[str, Any] = {"queue_name": broker.QUEUE, "max_retries": 10}
 def admit(invocation_id: int) -> None:
     """Admit an invocation to its lane and run the steps that become ready."""
     from .invocation import Invocation, admit_recording_errors
-    from .step import resume, run_ready
+    from .step_body import resume, run_ready
 
     with db.session() as session:
         action = admit_recording_errors(session, invocation_id)
@@ -41,7 +41,7 @@ def admit(invocation_id: int) -> None:
 @dramatiq.actor(actor_name="stepwise.perform_step", **OPTIONS)
 def perform_step(step_id: int) -> None:
     """Run a step body that was opened but not run."""
-    from .step import ready, run_ready
+    from .step_body import ready, run_ready
 
     with db.session() as session:
         ready(session).append(step_id)
@@ -53,7 +53,7 @@ def timeout(action_id: int) -> None:
     """Time out a performing action whose deadline has passed."""
     from .action import Action
     from .performance import complete_action
-    from .step import run_ready
+    from .step_body import run_ready
 
     with db.session() as session:
 
@@ -77,7 +77,8 @@ def timeout(action_id: int) -> None:
 def wait_over(invocation_id: int) -> None:
     """A ``step.wait`` elapsed: conclude it in its step, once."""
     from .invocation import Invocation
-    from .step import conclude, run_ready
+    from .step import conclude
+    from .step_body import run_ready
 
     with db.session() as session:
 

@@ -119,7 +119,7 @@ def complete_later(actor: Any, name: str, to: str = status.SUCCEEDED) -> None:
 
 
 def _run(session: Session, work: Any) -> Completion:
-    from .step import run_ready
+    from .step_body import run_ready
 
     result: Completion = db.retrying(session, work)
     run_ready(session)

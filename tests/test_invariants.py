@@ -324,6 +324,7 @@ def test_invariant_7_every_state_change_lands_in_the_history_with_its_cause(
         (True, "admitted", "worker"),
         (True, "started", "worker"),
         (True, "step_started", "worker"),
+        (True, "children_spawned", "worker"),
         (False, "admitted", "worker"),
         (False, "started", "worker"),
         (False, "step_started", "worker"),

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from .. import audit, clock, db, history, status
 from ..action import Action
 from ..audit import AuditEntry
-from ..step import dispatch_ready
+from ..step_body import dispatch_ready
 
 
 @dataclass(frozen=True)

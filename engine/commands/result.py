@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from .. import db
-from ..step import dispatch_ready
+from ..step_body import dispatch_ready
 
 
 @dataclass

@@ -1,0 +1,115 @@
+"""The ``step`` argument of a step body: how user code starts child actions and waits.
+
+Children are buffered and recorded only if the body returns normally (Stepped's rule), each
+as an invocation that concludes its step exactly once (invariant 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.orm import Session
+
+from . import broker, clock, history, registry, status
+
+if TYPE_CHECKING:
+    from .action import Action
+    from .step import Step
+
+
+class StepContext:
+    """The ``step`` argument of a step body: start child actions and waits.
+
+    Children are recorded only if the body returns normally; the next step starts when
+    all of them have concluded."""
+
+    def __init__(self, session: Session, step: Step, action: Action) -> None:
+        self.session = session
+        self.step = step
+        self.action = action
+        self._children: list[tuple[Any, str, tuple[Any, ...]]] = []
+        self._waits: list[timedelta] = []
+        self._failed = False
+
+    def do(self, target: Any, *args: Any) -> None:
+        """Start an action on this step's actor: ``step.do("honk")`` or ``step.do(self.drive, 5)``.
+        A bound action or method of another actor runs on that actor."""
+        actor = getattr(target, "__self__", None) or getattr(target, "actor", None)
+        self.on(actor if actor is not None else self.action.actor, target, *args)
+
+    def on(self, actors: Any, name: Any, *args: Any) -> None:
+        """Start action ``name`` on one actor or a list of them; ``None`` entries are dropped."""
+        action_name = name if isinstance(name, str) else getattr(name, "__name__", None)
+        if not isinstance(action_name, str):
+            raise TypeError(f"step.on takes an action name or a bound action, not {name!r}")
+        for actor in _actors(actors):
+            registry.find_or_add(type(actor), action_name)
+            self._children.append((actor, action_name, args))
+
+    def wait(self, duration: timedelta | float) -> None:
+        """Hold this step open for ``duration`` (a timedelta or seconds)."""
+        self._waits.append(duration if isinstance(duration, timedelta) else timedelta(seconds=duration))
+
+    @property
+    def status(self) -> str:
+        return status.STEP_FAILED if self._failed else self.step.status
+
+    @status.setter
+    def status(self, value: str) -> None:
+        """``step.status = "failed"`` fails the step on purpose, without raising."""
+        if value != status.STEP_FAILED:
+            raise ValueError("a step body may only set its status to 'failed'")
+        self._failed = True
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable per step execution, for external side effects: action, step and attempt."""
+        return f"stepwise:{self.action.id}:{self.step.definition_index}:{self.step.attempt}"
+
+    def _record(self) -> None:
+        from .invocation import Invocation, invoke
+
+        count = 0
+        spawned: list[int] = []
+        for actor, name, args in self._children:
+            spawned.append(invoke(self.session, actor, name, args, parent_step=self.step).id)
+            count += 1
+        now = clock.now()
+        for duration in self._waits:
+            wait = Invocation(
+                kind="wait",
+                actor_type=self.action.actor_type,
+                actor_id=self.action.actor_id,
+                name="wait",
+                arguments_json=[duration.total_seconds()],
+                parent_step_id=self.step.id,
+                due_at=now + duration,
+            )
+            self.session.add(wait)
+            self.session.flush()
+            from . import jobs
+
+            broker.enqueue(self.session, jobs.wait_over, wait.id, delay=duration)
+            count += 1
+        if count:
+            history.record(
+                self.session,
+                self.action,
+                "children_spawned",
+                step_id=self.step.id,
+                invocations=spawned,
+                waits=len(self._waits),
+            )
+        self.step.pending_actions_count += count
+        if self._failed:
+            self.step.status = status.STEP_FAILED
+
+
+def _actors(actors: Any) -> Iterable[Any]:
+    if actors is None:
+        return []
+    if isinstance(actors, (list, tuple, set)):
+        return [a for a in actors if a is not None]
+    return [actors]
