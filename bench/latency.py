@@ -1,0 +1,178 @@
+"""Latency: from ``later()`` to succeeded for a one-step action on an otherwise idle system,
+one invocation at a time, on PostgreSQL + Redis with one ``dramatiq`` worker process.
+
+    .venv/bin/python bench/latency.py [--runs 1000] [--threads 8] [--gap 0] [--worker-timeout MS]
+
+Each run calls ``engine.later(tree, "leaf", n)`` and commits (the caller's transaction,
+then the admission message to Redis), and waits for the action to succeed: PostgreSQL
+notifies this process from a trigger on ``stepwise_actions`` (added to this benchmark's
+database only), or, with ``--poll``, this process polls the row every millisecond.
+Prints p50, p90, p99 and the maximum, and the caller's share (``later()`` + commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psycopg
+
+from bench import common
+from bench.common import Workers, percentile, say
+
+NOTIFY_TRIGGER = """
+CREATE FUNCTION bench_notify_succeeded() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('bench_succeeded', NEW.arguments::text);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER bench_notify_succeeded AFTER UPDATE OF status ON stepwise_actions
+FOR EACH ROW WHEN (NEW.root AND NEW.status = 'succeeded' AND OLD.status <> 'succeeded')
+EXECUTE FUNCTION bench_notify_succeeded();
+"""
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=1000, help="measured invocations (default 1000)")
+    parser.add_argument(
+        "--warmup", type=int, default=20, help="invocations run first, unmeasured (default 20)"
+    )
+    parser.add_argument("--threads", type=int, default=8, help="threads of the worker process (default 8)")
+    parser.add_argument(
+        "--gap", type=float, default=0.0, help="milliseconds of idleness between invocations (default 0)"
+    )
+    parser.add_argument(
+        "--worker-timeout",
+        type=int,
+        help="Dramatiq's worker timeout in ms (env dramatiq_worker_timeout; default 1000): the longest "
+        "sleep of an idle Redis consumer between polls",
+    )
+    parser.add_argument("--poll", action="store_true", help="poll the row every 1 ms instead of LISTEN")
+    parser.add_argument("--engine-log", default="", help="level of the 'stepwise' logger in the worker")
+    return parser.parse_args(argv)
+
+
+class Waiter:
+    """Waits until the root action invoked with arguments ``[n]`` has succeeded."""
+
+    def __init__(self, database_url: str, poll: bool) -> None:
+        self.poll = poll
+        self.connection = psycopg.connect(database_url, autocommit=True)
+        if not poll:
+            self.connection.execute("LISTEN bench_succeeded")
+
+    def wait(self, n: int, invocation_id: int, seconds: float = 30.0) -> None:
+        deadline = time.monotonic() + seconds
+        if self.poll:
+            query = (
+                "SELECT a.status FROM stepwise_invocations i JOIN stepwise_actions a ON a.id = i.action_id "
+                "WHERE i.id = %s"
+            )
+            while time.monotonic() < deadline:
+                row = self.connection.execute(query, (invocation_id,)).fetchone()
+                if row is not None and row[0] == "succeeded":
+                    return
+                time.sleep(0.001)
+        else:
+            expected = f"[{n}]"
+            while time.monotonic() < deadline:
+                for notice in self.connection.notifies(timeout=max(deadline - time.monotonic(), 0.0)):
+                    if notice.payload == expected:
+                        return
+        raise SystemExit(f"invocation {invocation_id} did not succeed within {seconds:.0f} s")
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def measure(
+    session: Any, tree: Any, waiter: Waiter, first: int, runs: int, gap: float
+) -> list[tuple[float, float]]:
+    """(total, caller's share) in seconds for each of ``runs`` sequential invocations."""
+    import engine
+
+    timings = []
+    for n in range(first, first + runs):
+        if gap:
+            time.sleep(gap / 1000)
+        started = time.perf_counter()
+        invocation = engine.later(tree, "leaf", n)
+        session.commit()  # the caller's transaction, then the message to Redis
+        committed = time.perf_counter()
+        waiter.wait(n, invocation.id)
+        ended = time.perf_counter()
+        timings.append((ended - started, committed - started))
+    return timings
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
+    say(common.machine())
+    env = {"STEPWISE_BENCH_ENGINE_LOG": args.engine_log} if args.engine_log else {}
+    if args.worker_timeout is not None:
+        env["dramatiq_worker_timeout"] = str(args.worker_timeout)
+    with common.fresh_database("stepwise_latency") as database_url, common.claimed_redis() as redis_url:
+        common.create_schema(database_url)
+        if not args.poll:
+            with psycopg.connect(database_url, autocommit=True) as connection:
+                connection.execute(NOTIFY_TRIGGER)
+        common.use_redis_broker(redis_url)
+        import engine
+        from bench.workload import Tree
+
+        workers = Workers(1, args.threads, database_url, redis_url, env)
+        with common.running(workers), engine.new_session() as session:
+            tree = Tree()
+            session.add(tree)
+            session.commit()
+            waiter = Waiter(database_url, args.poll)
+            try:
+                measure(session, tree, waiter, 0, args.warmup, args.gap)
+                say(f"{args.runs} invocations, one at a time")
+                timings = measure(session, tree, waiter, args.warmup, args.runs, args.gap)
+            finally:
+                waiter.close()
+            errors = workers.errors()
+
+    totals = [total * 1000 for total, _ in timings]
+    callers = [caller * 1000 for _, caller in timings]
+    timeout = f"{args.worker_timeout} ms" if args.worker_timeout is not None else "1000 ms"
+    rows = [
+        (
+            "runs",
+            f"{len(totals)}",
+            f"one at a time, {args.gap:g} ms apart; waiting by {'polling' if args.poll else 'LISTEN'}",
+        ),
+        ("p50", f"{percentile(totals, 50):.1f} ms", "target < 10 ms"),
+        ("p90", f"{percentile(totals, 90):.1f} ms", ""),
+        ("p99", f"{percentile(totals, 99):.1f} ms", "target < 40 ms"),
+        ("max", f"{max(totals):.1f} ms", ""),
+        ("mean", f"{statistics.fmean(totals):.1f} ms", ""),
+        ("caller's share p50", f"{percentile(callers, 50):.1f} ms", "later() + commit + message to Redis"),
+        (
+            "worker timeout",
+            timeout,
+            "an idle Redis consumer sleeps up to this long between polls"
+            + ("" if args.worker_timeout is not None else " (Dramatiq's default)"),
+        ),
+        ("worker log errors/warnings", f"{len(errors)}", errors[0][:100] if errors else ""),
+    ]
+    common.table(
+        f"Latency: later() to succeeded, one-step action, 1 worker process x {args.threads} threads, "
+        f"Redis ({common.machine()})",
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()

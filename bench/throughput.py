@@ -1,0 +1,345 @@
+"""Engine throughput and overhead on PostgreSQL + Redis with ``dramatiq`` worker processes,
+side by side with raw Dramatiq on the same broker and the same worker processes.
+
+    .venv/bin/python bench/throughput.py [--trees 2000] [--processes 2] [--threads 8]
+
+Prints trees/s, actions/s, CPU seconds per action of the workers and of PostgreSQL, the
+SQL statements and transactions per action (counted in every worker process), the peak
+RSS of one worker process, raw no-op messages/s, 5-stage no-op pipelines/s, and the ratio
+of actions/s to raw messages/s. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import dramatiq
+import psycopg
+
+from bench import common
+from bench.common import PostgresCpu, SqlCounts, Workers, say
+
+PIPELINE_STAGES = 5
+
+
+# --- the engine's run -----------------------------------------------------------------
+
+
+@dataclass
+class EngineRun:
+    """One measured run of ``trees`` trees: wall time from the workers' resumption to the
+    last completion (the engine's own ``completed_at``), and what it cost."""
+
+    trees: int
+    actions: int
+    steps: int
+    statuses: Counter[str]
+    seconds: float
+    worker_cpu: float
+    postgres_cpu: PostgresCpu
+    redis_cpu: float
+    sql: SqlCounts
+
+    @property
+    def trees_per_second(self) -> float:
+        return self.trees / self.seconds
+
+    @property
+    def actions_per_second(self) -> float:
+        return self.actions / self.seconds
+
+    def per_action(self, value: float) -> float:
+        return value / self.actions if self.actions else float("nan")
+
+    @property
+    def transactions_per_action(self) -> float:
+        return self.per_action(self.sql.commits + self.sql.rollbacks)
+
+
+def max_id(connection: psycopg.Connection[Any], table: str) -> int:
+    row = connection.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()
+    return int(row[0]) if row else 0
+
+
+def measure_trees(
+    workers: Workers, database_url: str, count: int, deadline_seconds: float = 600.0
+) -> EngineRun:
+    """Invoke ``count`` trees while the workers are paused, resume them, and wait until
+    every root has completed."""
+    import engine
+    from bench.workload import Tree
+    from engine import clock, status
+
+    observer = psycopg.connect(database_url, autocommit=True)
+    try:
+        first_action = max_id(observer, "stepwise_actions")
+        first_step = max_id(observer, "stepwise_steps")
+        with engine.new_session() as session:
+            trees = [Tree() for _ in range(count)]
+            session.add_all(trees)
+            session.commit()
+            sql_before = workers.settled_counts()
+            workers.pause()
+            try:
+                invocations = [engine.later(tree, "grow") for tree in trees]
+                session.commit()  # the admission messages go to Redis now
+            except BaseException:
+                workers.resume()
+                raise
+        low, high = invocations[0].id, invocations[-1].id
+        cpu_before = workers.cpu_seconds()
+        postgres_before = common.postgres_cpu(common.database_name(database_url))
+        redis_before = common.redis_cpu()
+        started = clock.now()
+        workers.resume()
+        deadline = time.monotonic() + deadline_seconds
+        done_query = (
+            "SELECT count(*) FROM stepwise_invocations i JOIN stepwise_actions a ON a.id = i.action_id "
+            "WHERE i.id BETWEEN %s AND %s AND i.parent_step_id IS NULL AND a.status <> ALL(%s)"
+        )
+        incomplete = sorted(status.INCOMPLETE)
+        while True:
+            row = observer.execute(done_query, (low, high, incomplete)).fetchone()
+            if row is not None and row[0] >= count:
+                break
+            if time.monotonic() > deadline or not workers.alive():
+                raise SystemExit(
+                    f"only {row[0] if row else 0} of {count} trees completed; workers' log:\n{workers.tail()}"
+                )
+            time.sleep(0.1)
+        cpu_after = workers.cpu_seconds()
+        postgres_after = common.postgres_cpu(common.database_name(database_url))
+        redis_after = common.redis_cpu()
+        ended_row = observer.execute(
+            "SELECT max(completed_at) FROM stepwise_actions WHERE id > %s", (first_action,)
+        ).fetchone()
+        ended: datetime = ended_row[0] if ended_row else clock.now()
+        statuses = Counter(
+            dict(
+                observer.execute(
+                    "SELECT status, count(*) FROM stepwise_actions WHERE id > %s GROUP BY status",
+                    (first_action,),
+                ).fetchall()
+            )
+        )
+        steps_row = observer.execute(
+            "SELECT count(*) FROM stepwise_steps WHERE id > %s", (first_step,)
+        ).fetchone()
+    finally:
+        observer.close()
+    sql_after = workers.settled_counts()
+    return EngineRun(
+        trees=count,
+        actions=sum(statuses.values()),
+        steps=int(steps_row[0]) if steps_row else 0,
+        statuses=statuses,
+        seconds=(ended - started).total_seconds(),
+        worker_cpu=cpu_after - cpu_before,
+        postgres_cpu=postgres_after - postgres_before,
+        redis_cpu=redis_after - redis_before,
+        sql=SqlCounts.between(sql_before, sql_after),
+    )
+
+
+def engine_rows(run: EngineRun, label: str = "") -> list[tuple[str, str, str]]:
+    from bench.workload import ACTIONS_PER_TREE
+
+    per = run.per_action
+    succeeded = run.statuses.get("succeeded", 0)
+    sql = run.sql
+    return [
+        (
+            f"{label}trees",
+            f"{run.trees}",
+            f"{run.actions} actions, {run.steps} step rows in {run.seconds:.2f} s",
+        ),
+        (
+            f"{label}actions ended",
+            f"{succeeded}/{run.trees * ACTIONS_PER_TREE}",
+            "succeeded" + ("" if succeeded == run.actions else f"; all statuses: {dict(run.statuses)}"),
+        ),
+        (f"{label}trees/s", f"{run.trees_per_second:.1f}", ""),
+        (f"{label}actions/s", f"{run.actions_per_second:.1f}", ""),
+        (f"{label}worker CPU s/action", f"{per(run.worker_cpu) * 1000:.2f} ms", "all worker processes"),
+        (
+            f"{label}PostgreSQL CPU s/action",
+            f"{per(run.postgres_cpu.total) * 1000:.2f} ms",
+            f"every postgres process; this database's backends alone: "
+            f"{per(run.postgres_cpu.database) * 1000:.2f} ms",
+        ),
+        (f"{label}Redis CPU s/action", f"{per(run.redis_cpu) * 1000:.2f} ms", "redis-server"),
+        (f"{label}SQL statements/action", f"{per(sql.total_statements):.1f}", sql.by_kind(run.actions)),
+        (
+            f"{label}transactions/action",
+            f"{run.transactions_per_action:.2f}",
+            f"commits {per(sql.commits):.2f} + rollbacks {per(sql.rollbacks):.2f}; "
+            f"plus {per(sql.checkouts):.2f} pool pre-pings (an autocommit SELECT each)",
+        ),
+    ]
+
+
+# --- raw Dramatiq ---------------------------------------------------------------------
+
+
+@dataclass
+class RawRun:
+    label: str
+    units: int
+    messages: int
+    seconds: float
+    worker_cpu: float
+
+    @property
+    def per_second(self) -> float:
+        return self.units / self.seconds
+
+    @property
+    def cpu_per_message(self) -> float:
+        return self.worker_cpu / self.messages
+
+
+def drain(workers: Workers, broker: Any, enqueue: Any, label: str, units: int, messages: int) -> RawRun:
+    """Fill the queue while the workers are paused, resume them, time until it is empty
+    (Dramatiq's queue size counts messages taken but not yet acknowledged)."""
+    from engine.broker import QUEUE
+
+    workers.pause()
+    try:
+        enqueue()
+    finally:
+        cpu_before = workers.cpu_seconds()
+        started = time.monotonic()
+        workers.resume()
+    while broker.do_qsize(QUEUE) > 0:
+        if not workers.alive():
+            raise SystemExit(f"the workers died:\n{workers.tail()}")
+        time.sleep(0.002)
+    seconds = time.monotonic() - started
+    return RawRun(label, units, messages, seconds, workers.cpu_seconds() - cpu_before)
+
+
+def measure_noops(workers: Workers, broker: Any, count: int) -> RawRun:
+    from bench.workload import noop
+
+    def enqueue() -> None:
+        for _ in range(count):
+            broker.enqueue(noop.message())
+
+    return drain(workers, broker, enqueue, "no-op messages", count, count)
+
+
+def measure_pipelines(workers: Workers, broker: Any, count: int) -> RawRun:
+    from bench.workload import noop
+
+    def enqueue() -> None:
+        for _ in range(count):
+            stages = [noop.message_with_options(pipe_ignore=True) for _ in range(PIPELINE_STAGES)]
+            dramatiq.pipeline(stages, broker=broker).run()
+
+    label = f"{PIPELINE_STAGES}-stage pipelines"
+    return drain(workers, broker, enqueue, label, count, count * PIPELINE_STAGES)
+
+
+# --- the script -----------------------------------------------------------------------
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--trees", type=int, default=2000, help="trees in the measured run (default 2000)")
+    parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--threads", type=int, default=8, help="threads per worker process (default 8)")
+    parser.add_argument("--messages", type=int, help="raw no-op messages (default: 5 per tree)")
+    parser.add_argument("--pipelines", type=int, help="raw 5-stage pipelines (default: 1 per tree)")
+    parser.add_argument(
+        "--warmup", type=int, default=50, help="trees (and 10 no-ops each) run first, unmeasured (default 50)"
+    )
+    parser.add_argument(
+        "--engine-log",
+        default="",
+        help="level of the 'stepwise' logger in the workers (default: Dramatiq's INFO, one line per event)",
+    )
+    return parser.parse_args(argv)
+
+
+def worker_env(args: argparse.Namespace) -> dict[str, str]:
+    return {"STEPWISE_BENCH_ENGINE_LOG": args.engine_log} if args.engine_log else {}
+
+
+def warm_up(workers: Workers, database_url: str, broker: Any, trees: int) -> None:
+    if trees > 0:
+        measure_trees(workers, database_url, trees)
+        measure_noops(workers, broker, trees * 10)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
+    messages = args.messages or args.trees * 5
+    pipelines = args.pipelines or args.trees
+    say(common.machine())
+    with common.fresh_database("stepwise_bench") as database_url, common.claimed_redis() as redis_url:
+        common.create_schema(database_url)
+        broker = common.use_redis_broker(redis_url)
+        workers = Workers(args.processes, args.threads, database_url, redis_url, worker_env(args))
+        with common.running(workers):
+            errors_before = len(workers.errors())
+            warm_up(workers, database_url, broker, args.warmup)
+            say(f"engine: {args.trees} trees")
+            run = measure_trees(workers, database_url, args.trees)
+            say(f"raw Dramatiq: {messages} no-op messages, {pipelines} pipelines")
+            raw = measure_noops(workers, broker, messages)
+            pipes = measure_pipelines(workers, broker, pipelines)
+            peak_kb = workers.peak_rss_kb()
+            errors = workers.errors()[errors_before:]
+
+    rows = engine_rows(run)
+    rows += [
+        (
+            "peak RSS of one worker",
+            f"{peak_kb / 1024:.1f} MB",
+            f"VmHWM, highest of the {args.processes} worker processes, whole run",
+        ),
+        (
+            "raw no-op messages/s",
+            f"{raw.per_second:.1f}",
+            f"{raw.messages} messages in {raw.seconds:.2f} s; "
+            f"worker CPU {raw.cpu_per_message * 1000:.3f} ms/msg",
+        ),
+        (
+            "raw 5-stage pipelines/s",
+            f"{pipes.per_second:.1f}",
+            f"{pipes.per_second * PIPELINE_STAGES:.1f} messages/s; "
+            f"worker CPU {pipes.cpu_per_message * 1000:.3f} ms/msg",
+        ),
+        (
+            "actions/s ÷ raw messages/s",
+            f"{run.actions_per_second / raw.per_second:.3f}",
+            "target ≥ 0.33",
+        ),
+        (
+            "worker CPU of an action",
+            f"{run.per_action(run.worker_cpu) / raw.cpu_per_message:.1f} msgs",
+            "in raw no-op messages' worth of worker CPU",
+        ),
+        ("worker log errors/warnings", f"{len(errors)}", errors[0][:100] if errors else ""),
+    ]
+    common.table(
+        f"Throughput: {args.processes} processes x {args.threads} threads, PostgreSQL + Redis "
+        f"({common.machine()})",
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()
