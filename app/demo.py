@@ -1,0 +1,318 @@
+"""The demo: actors whose workflows keep running, so a new studio is alive at once.
+
+- A ``Deployment``, like the one Stepped was extracted from: DNS provisioning that waits for
+  the provider's webhook (outbound; the demo's provider answers after a few seconds, except
+  for one deployment in four, left for an operator to approve), instances launched in
+  parallel (retried when a launch fails), a health check with a timeout, then the traffic
+  switched. Deployments of one app share a lane: a newer one supersedes the queued one.
+- An ``Order`` whose payment waits for an operator's approval (Approve or Reject).
+- A ``Report`` whose data fetch sometimes fails (retry it from the studio) and whose PDF
+  rendering fails now and then but has a retry policy; a checksum per period makes
+  achievements, so a report already published for its period is skipped.
+
+``stepwise serve --demo`` imports this module and runs a ``Demo`` thread that starts new
+workflows every few seconds, bounded by how many are in flight. Separate workers import it
+through ``STEPWISE_IMPORTS=app.demo``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import String, func, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+import engine
+from engine import RetryPolicy, action, clock, history, status
+from engine.models import Action
+
+from .database import db
+
+log = logging.getLogger("stepwise.demo")
+
+APPS = ("storefront", "billing-api", "search")
+CUSTOMERS = ("ada", "grace", "linus", "barbara", "ken")
+REPORTS = ("sales", "inventory", "churn")
+PERIODS = ("2025-W01", "2025-W02", "2025-W03")
+
+
+class LaunchFailed(Exception):
+    """Raised when the demo's cloud has no capacity for an instance (at random)."""
+
+
+class WarehouseUnavailable(Exception):
+    """Raised when the demo's warehouse database does not answer (at random)."""
+
+
+class RendererBusy(Exception):
+    """Raised when the demo's PDF renderer is busy (at random)."""
+
+
+class Deployment(engine.Actor, db.Model):
+    __tablename__ = "demo_deployments"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    app_name: Mapped[str] = mapped_column(String(40))
+    version: Mapped[int]
+    hostname: Mapped[str] = mapped_column(String(120))
+    instances: Mapped[int] = mapped_column(default=2)
+    live: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=clock.now)
+
+    @action(concurrency_key=lambda d: ["deploy", d.app_name])
+    def deploy(self, step: Any) -> None:
+        step.do("provision_dns", self.hostname)
+
+    @deploy.step
+    def launch(self, step: Any) -> None:
+        for index in range(self.instances):
+            step.do("launch_instance", index)
+
+    @deploy.step
+    def check(self, step: Any) -> None:
+        step.do("health_check")
+
+    @deploy.step
+    def switch(self, step: Any) -> None:
+        step.do("switch_traffic")
+
+    @action(
+        outbound=True,
+        timeout=timedelta(minutes=3),
+        checksum=lambda d, hostname: hostname,
+        checksum_key=lambda d, hostname: ["dns", hostname],
+    )
+    def provision_dns(self, hostname: str) -> None:
+        """Ask the DNS provider for the record; the provider's webhook completes the action.
+        A hostname already provisioned is an achievement: the step is skipped."""
+
+    @action(
+        concurrency_key=lambda d, index: ["instance", d.app_name, str(index)],
+        retry=RetryPolicy(max_attempts=3, initial_interval=timedelta(seconds=1)),
+    )
+    def launch_instance(self, index: int) -> None:
+        time.sleep(random.uniform(0.05, 0.4))
+        if random.random() < 0.2:
+            raise LaunchFailed(f"no capacity left for instance {index} of {self.app_name}")
+
+    @action(timeout=timedelta(seconds=4))
+    def health_check(self, step: Any) -> None:
+        """Wait for the new instances to answer; slower than 4 seconds times it out."""
+        step.wait(timedelta(seconds=random.uniform(0.5, 4.6)))
+
+    @action(concurrency_key=lambda d: ["traffic", d.app_name])
+    def switch_traffic(self) -> None:
+        self.live = True
+
+
+class Order(engine.Actor, db.Model):
+    __tablename__ = "demo_orders"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    customer: Mapped[str] = mapped_column(String(40))
+    amount_cents: Mapped[int]
+    reserved: Mapped[bool] = mapped_column(default=False)
+    paid: Mapped[bool] = mapped_column(default=False)
+    shipped: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=clock.now)
+
+    @action
+    def fulfil(self, step: Any) -> None:
+        step.do("reserve_stock")
+
+    @fulfil.step
+    def pay(self, step: Any) -> None:
+        step.do("approve_payment", self.amount_cents)
+
+    @fulfil.step
+    def dispatch(self, step: Any) -> None:
+        step.do("ship")
+
+    def reserve_stock(self) -> None:
+        self.reserved = True
+
+    @action(outbound=True)
+    def approve_payment(self, amount_cents: int) -> None:
+        """Waits for an operator: Approve or Reject in the studio."""
+
+    @approve_payment.succeeded
+    def _paid(self, action: Any, amount_cents: int) -> None:
+        self.paid = True
+
+    def ship(self) -> None:
+        self.shipped = True
+
+
+class Report(engine.Actor, db.Model):
+    __tablename__ = "demo_reports"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(40))
+    period: Mapped[str] = mapped_column(String(20))
+    rows: Mapped[int | None]
+    published: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=clock.now)
+
+    @action(
+        concurrency_key=lambda r: ["report", r.name],
+        checksum=lambda r: [r.name, r.period],
+        checksum_key=lambda r: ["report", r.name],
+    )
+    def publish(self, step: Any) -> None:
+        step.do("fetch_rows")
+
+    @publish.step
+    def render(self, step: Any) -> None:
+        step.do("render_pdf")
+
+    def fetch_rows(self) -> None:
+        """No retry policy: a failure fails the report, for an operator to retry."""
+        if random.random() < 0.25:
+            raise WarehouseUnavailable(f"the warehouse database did not answer for {self.name}")
+        self.rows = random.randint(100, 5000)
+
+    @action(retry=RetryPolicy(max_attempts=4, initial_interval=timedelta(seconds=1), backoff=2))
+    def render_pdf(self) -> None:
+        if random.random() < 0.4:
+            raise RendererBusy("the PDF renderer is busy")
+        self.published = True
+
+
+ROOTS = ("deploy", "fulfil", "publish")
+
+
+class Demo:
+    """Starts a new workflow every ``every`` seconds while fewer than ``in_flight`` demo
+    roots are pending or performing (at most ``limit`` in all, if given), and plays the DNS
+    provider's webhook."""
+
+    def __init__(
+        self,
+        *,
+        every: float = 2.0,
+        in_flight: int = 12,
+        waiting_orders: int = 4,
+        limit: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.every = every
+        self.in_flight = in_flight
+        self.waiting_orders = waiting_orders
+        self.limit = limit
+        self.started = 0
+        self.rng = random.Random(seed)
+        self._turn = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="stepwise-demo", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # a locked database, a restart: the next tick tries again
+                log.exception("stepwise demo: a tick failed")
+            self._stop.wait(self.every)
+
+    def tick(self) -> None:
+        with engine.new_session() as session:
+            self.answer_dns(session)
+        with engine.new_session() as session:
+            if self.limit is not None and self.started >= self.limit:
+                return
+            if roots_in_flight(session, self.in_flight) < self.in_flight:
+                self.start_one(session)
+
+    def start_one(self, session: Session) -> None:
+        kinds = ["deployment", "report", "order", "deployment", "report"]
+        kind = kinds[self._turn % len(kinds)]
+        self._turn += 1
+        if kind == "order" and orders_waiting(session, self.waiting_orders) >= self.waiting_orders:
+            kind = "deployment"
+        actor: Any
+        if kind == "deployment":
+            app_name = self.rng.choice(APPS)
+            version = 1 + (
+                session.scalar(select(func.max(Deployment.version)).where(Deployment.app_name == app_name))
+                or 0
+            )
+            hostname = (
+                f"{app_name}.example.com" if self.rng.random() < 0.5 else f"v{version}.{app_name}.example.com"
+            )
+            actor = Deployment(
+                app_name=app_name, version=version, hostname=hostname, instances=self.rng.randint(2, 4)
+            )
+            name = "deploy"
+        elif kind == "order":
+            actor = Order(customer=self.rng.choice(CUSTOMERS), amount_cents=self.rng.randint(500, 90_000))
+            name = "fulfil"
+        else:
+            actor = Report(name=self.rng.choice(REPORTS), period=self.rng.choice(PERIODS))
+            name = "publish"
+        session.add(actor)
+        session.flush()
+        engine.later(actor, name)
+        session.commit()
+        self.started += 1
+
+    def answer_dns(self, session: Session) -> None:
+        """The DNS provider's webhook: each record is live 2 to 6 seconds after it was asked
+        for, except for deployments whose id is a multiple of 4 (an operator approves them)."""
+        now = clock.now()
+        waiting = session.scalars(
+            select(Action)
+            .where(
+                Action.status == status.PERFORMING,
+                Action.name == "provision_dns",
+                Action.actor_type == "Deployment",
+                Action.started_at < now - timedelta(seconds=2),
+            )
+            .order_by(Action.id)
+            .limit(20)
+        ).all()
+        for dns in waiting:
+            deployment_id = int(dns.actor_id)
+            delay = timedelta(seconds=2 + deployment_id * 7919 % 5)
+            if deployment_id % 4 == 0 or dns.started_at is None or dns.started_at + delay > now:
+                continue
+            deployment = session.get(Deployment, deployment_id)
+            if deployment is not None:
+                engine.complete(
+                    deployment,
+                    "provision_dns",
+                    cause=history.WEBHOOK,
+                    by="demo DNS provider",
+                    note=f"the record for {deployment.hostname} is live",
+                )
+
+
+def roots_in_flight(session: Session, cap: int) -> int:
+    """Demo roots pending or performing, counted up to ``cap``."""
+    query = (
+        select(Action.id)
+        .where(Action.status.in_(status.INCOMPLETE), Action.root.is_(True), Action.name.in_(ROOTS))
+        .limit(cap)
+    )
+    return session.scalar(select(func.count()).select_from(query.subquery())) or 0
+
+
+def orders_waiting(session: Session, cap: int) -> int:
+    query = (
+        select(Action.id)
+        .where(Action.status == status.PERFORMING, Action.name == "approve_payment")
+        .limit(cap)
+    )
+    return session.scalar(select(func.count()).select_from(query.subquery())) or 0

@@ -1,0 +1,55 @@
+"""The read model: every query the studio's pages make of the engine's tables. It only reads.
+
+Counts are capped: each one scans at most ``CAP + 1`` entries of an index, so a page costs
+the same with a thousand actions or a hundred million, and a polled fragment never counts a
+whole table. Pages show a capped count as ``10,000+``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
+
+from engine import status
+from engine.models import Achievement, Action, Performance
+
+CAP = 10_000
+
+
+@dataclass(frozen=True)
+class Count:
+    """A count that stops at ``cap``: ``capped`` says there are more."""
+
+    value: int
+    capped: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.value:,}+" if self.capped else f"{self.value:,}"
+
+    def __int__(self) -> int:
+        return self.value
+
+
+def capped_count(session: Session, query: Select[tuple[int]], cap: int = CAP) -> Count:
+    """How many rows ``query`` (a select of one column) returns, reading at most ``cap + 1``."""
+    found = session.scalar(select(func.count()).select_from(query.limit(cap + 1).subquery())) or 0
+    return Count(min(found, cap), capped=found > cap)
+
+
+def status_counts(session: Session, cap: int = CAP) -> dict[str, Count]:
+    """Actions by status, every status included (each a range of ix_stepwise_actions_status)."""
+    return {
+        state: capped_count(session, select(Action.id).where(Action.status == state), cap)
+        for state in status.ACTION_STATUSES
+    }
+
+
+def lane_count(session: Session, cap: int = CAP) -> Count:
+    """Lanes (performances) with a current action."""
+    return capped_count(session, select(Performance.id), cap)
+
+
+def achievement_count(session: Session, cap: int = CAP) -> Count:
+    return capped_count(session, select(Achievement.id), cap)
