@@ -32,8 +32,15 @@ def wants_fragment() -> bool:
     )
 
 
+#: Paths whose every answer is JSON, whatever the client accepts: the API and the webhooks
+#: (a 401 is JSON there, never a redirect to the sign-in page; so are their 404 and 405).
+JSON_PATHS = ("/api/", "/webhooks/")
+
+
 def wants_json() -> bool:
     """A client that prefers JSON to HTML (an API client, not a browser nor htmx)."""
+    if request.path.startswith(JSON_PATHS):
+        return True
     return request.accept_mimetypes.best_match(["text/html", "application/json"]) == "application/json"
 
 

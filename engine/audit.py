@@ -20,6 +20,9 @@ class AuditEntry(Base):
     __tablename__ = "stepwise_audit_entries"
     __table_args__ = (
         Index("ix_stepwise_audit_entries_at", "at"),
+        # The studio's audit page: newest first, filtered by command or by user.
+        Index("ix_stepwise_audit_entries_command", "command", "id"),
+        Index("ix_stepwise_audit_entries_by", "by", "id"),
         {"sqlite_autoincrement": True},
     )
 

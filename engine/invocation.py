@@ -46,6 +46,14 @@ class Invocation(Base):
         # Metrics: the invocation an action was admitted from (queue latency), concluded or not.
         Index("ix_stepwise_invocations_action", "action_id"),
         Index("ix_stepwise_invocations_parent_step", "parent_step_id"),
+        # The studio: the recent invocations an achievement skipped, newest first.
+        Index(
+            "ix_stepwise_invocations_skipped",
+            "checksum_key",
+            "id",
+            sqlite_where=text("checksum_key IS NOT NULL"),
+            postgresql_where=text("checksum_key IS NOT NULL"),
+        ),
         {"sqlite_autoincrement": True},
     )
 
@@ -70,6 +78,8 @@ class Invocation(Base):
     #: Whether the waited-on work concluded successfully (set with concluded_at); an
     #: operator's retry reopens exactly the unsuccessful ones.
     succeeded: Mapped[bool | None]
+    #: The achievement's key, when an achievement skipped this invocation (else NULL).
+    checksum_key: Mapped[str | None] = mapped_column(String(255))
 
     def __repr__(self) -> str:
         return (

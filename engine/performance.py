@@ -106,6 +106,7 @@ def obtain_for(session: Session, candidate: Action, invocation: Invocation) -> A
         lane = lock(session, key)
         if achievement.exists(session, candidate.checksum_key, candidate.checksum):
             candidate.status = status.SUCCEEDED
+            invocation.checksum_key = candidate.checksum_key
             return settle_unadmitted(session, invocation, candidate, "skipped")
         if lane is None:
             try:

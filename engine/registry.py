@@ -89,6 +89,16 @@ def job_classes() -> list[Any]:
     return list(_jobs)
 
 
+def definitions() -> list[Definition]:
+    """Every registered definition, in the order they were registered (the studio's catalog)."""
+    return list(_definitions.values())
+
+
+def actor_classes() -> dict[str, type]:
+    """The actor classes known to this process, by the type name stored on action rows."""
+    return dict(_actor_classes)
+
+
 # --- actors -----------------------------------------------------------------------------
 
 

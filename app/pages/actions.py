@@ -1,19 +1,417 @@
-"""Actions list: filters in the URL, search in the arguments, keyset pagination; the
-action page with its live tree, failure path, timeline, history and errors; commands.
+"""Actions list: filters in the URL (shareable), search in the arguments, keyset pagination,
+capped counts; and the bulk commands over the current filter (cancel or retry all matching:
+the count first, a confirmation, then progress while a background thread runs it).
 
-(A placeholder: its views replace ``index`` below; the nav links to ``actions.index``.)
+The single action's page (``/actions/<id>``) is another module's (``action.py``); rows link
+to it by URL. The list and the bulk commands read the same ``engine.commands.ActionFilter``,
+so a bulk command acts on exactly what the list shows.
 """
 
 from __future__ import annotations
 
-from flask import Blueprint
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from flask import Blueprint, Flask, abort, current_app, redirect, request, url_for
+from werkzeug.exceptions import InternalServerError, ServiceUnavailable
 from werkzeug.wrappers import Response
 
-from ..views import render
+from engine import clock, commands, status
+from engine.audit import AuditEntry
+
+from .. import queries, queries_actions, users
+from ..auth import current_user, requires
+from ..database import db
+from ..views import command_response, is_htmx, render, wants_fragment
+
+log = logging.getLogger("stepwise.studio")
 
 bp = Blueprint("actions", __name__, url_prefix="/actions")
 
 
+@bp.app_template_global()
+def action_href(action_id: int) -> str:
+    """The URL of an action's page (``action.show``, another module's): by path, so the list
+    does not depend on that module's names."""
+    return f"/actions/{int(action_id)}"
+
+
+# --- filters -------------------------------------------------------------------------------------
+
+#: The filter's URL parameters, in the order the form shows them.
+FIELDS = (
+    "status",
+    "name",
+    "actor_type",
+    "actor_id",
+    "concurrency_key",
+    "roots",
+    "created_after",
+    "created_before",
+    "q",
+)
+#: ActionFilter's field for each URL parameter.
+FILTER_FIELDS = {
+    "status": "status",
+    "name": "name",
+    "actor_type": "actor_type",
+    "actor_id": "actor_id",
+    "concurrency_key": "concurrency_key",
+    "roots": "roots_only",
+    "created_after": "created_after",
+    "created_before": "created_before",
+    "q": "search",
+}
+TRUE = {"1", "on", "true", "yes"}
+MAX_LENGTH = 255
+
+
+@dataclass
+class Filters:
+    """A filter read from a query string (or a form): the values as the form shows them,
+    the ``ActionFilter`` they make, and what was wrong with them."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    where: commands.ActionFilter = field(default_factory=commands.ActionFilter)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.values)
+
+    def params(self, **extra: Any) -> dict[str, Any]:
+        """URL parameters of this filter (for url_for), plus ``extra``."""
+        return {**self.values, **{k: v for k, v in extra.items() if v is not None}}
+
+    def query_string(self, **extra: Any) -> str:
+        return urlencode(self.params(**extra))
+
+    def described(self) -> list[tuple[str, str]]:
+        """The filter in words, for the confirmation: (label, value) pairs."""
+        labels = {
+            "status": "status",
+            "name": "action name",
+            "actor_type": "actor type",
+            "actor_id": "actor id",
+            "concurrency_key": "lane",
+            "roots": "roots only",
+            "created_after": "created at or after (UTC)",
+            "created_before": "created before (UTC)",
+            "q": "arguments contain",
+        }
+        return [(labels[k], "yes" if k == "roots" else self.values[k]) for k in FIELDS if k in self.values]
+
+
+def parse_time(text: str) -> datetime:
+    """``2025-01-31``, ``2025-01-31T14:05`` (a datetime-local input), with seconds or an
+    offset; naive times are UTC, like the engine's."""
+    value = datetime.fromisoformat(text.replace(" ", "T", 1) if "T" not in text else text)
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def format_time(value: datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%S" if value.second or value.microsecond else "%Y-%m-%dT%H:%M")
+
+
+def parse_filters(args: Mapping[str, str]) -> Filters:
+    """Read the filter's parameters from ``args``; empty ones are no filter."""
+    values: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    found: dict[str, Any] = {}
+    for name in FIELDS:
+        raw = (args.get(name) or "").strip()
+        if not raw:
+            continue
+        if name == "roots":
+            if raw.lower() in TRUE:
+                values[name], found["roots_only"] = "1", True
+            continue
+        if len(raw) > MAX_LENGTH:
+            errors[name] = f"At most {MAX_LENGTH} characters."
+            values[name] = raw[:MAX_LENGTH]
+            continue
+        if name == "status" and raw not in status.ACTION_STATUSES:
+            errors[name] = f"Unknown status {raw!r}: use one of {', '.join(status.ACTION_STATUSES)}."
+            values[name] = raw
+            continue
+        if name in ("created_after", "created_before"):
+            try:
+                moment = parse_time(raw)
+            except ValueError:
+                errors[name] = (
+                    f"Not a date and time: {raw!r}. Write it as 2025-01-31 or 2025-01-31T14:05 (UTC)."
+                )
+                values[name] = raw
+                continue
+            values[name], found[FILTER_FIELDS[name]] = format_time(moment), moment
+            continue
+        values[name], found[FILTER_FIELDS[name]] = raw, raw
+    where = commands.ActionFilter(**found) if not errors else commands.ActionFilter()
+    return Filters(values, where, errors)
+
+
+def parse_id(name: str) -> int | None:
+    raw = (request.args.get(name) or "").strip()
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or int(raw) >= 2**63:
+        abort(400, description=f"{name}={raw!r} is not an action id: pages are found by id (?{name}=1234).")
+    return int(raw)
+
+
+def canonical_url(filters: Filters, **extra: Any) -> str:
+    params = filters.params(**extra)
+    return url_for("actions.index", **params)
+
+
+# --- the list --------------------------------------------------------------------------------------
+
+
 @bp.get("/")
 def index() -> Response:
-    return render("placeholder.html", title="Actions")
+    filters = parse_filters(request.args)
+    before, after = parse_id("before"), parse_id("after")
+    if before is not None:
+        after = None  # one direction at a time: older than ``before`` wins
+    canonical = canonical_url(filters, before=before, after=after)
+    if not is_htmx() and not filters.errors and any(not v.strip() for v in request.args.values()):
+        # The empty fields of the plain GET form: send the browser to the short URL.
+        return redirect(canonical)
+    context = list_context(filters, before=before, after=after)
+    response = render(
+        "actions/index.html", "actions/_list.html", status=400 if filters.errors else 200, **context
+    )
+    if wants_fragment():
+        # The filter form's swap pushes this URL into the history: the short one.
+        response.headers["HX-Push-Url"] = canonical
+    return response
+
+
+def list_context(filters: Filters, *, before: int | None = None, after: int | None = None) -> dict[str, Any]:
+    session: Any = db.session
+    context: dict[str, Any] = {
+        "filters": filters,
+        "statuses": status.ACTION_STATUSES,
+        "names": queries_actions.known_names(),
+        "actor_types": queries_actions.known_actor_types(),
+        "now": clock.now(),
+        "before": before,
+        "after": after,
+        "cap": queries.CAP,
+    }
+    if filters.errors:
+        return {**context, "page": None, "count": None}
+    page = queries_actions.list_page(
+        session, filters.where, before=before, after=after, size=queries_actions.PAGE_SIZE
+    )
+    # A search in the arguments has no index: counting its matches may read the whole
+    # table, so the list comes first and its count is asked for separately (/actions/count).
+    count = None if deferred_count(filters) else count_of(filters)
+    return {**context, "page": page, "count": count}
+
+
+def deferred_count(filters: Filters) -> bool:
+    return bool(filters.where.search)
+
+
+def count_of(filters: Filters) -> queries.Count:
+    session: Any = db.session
+    return queries_actions.matching_count(session, filters.where, cap=queries.CAP)
+
+
+@bp.get("/count")
+def count() -> Response:
+    """How many actions match the filter (capped): the list loads it after itself when
+    counting is slow (a search in the arguments); a plain link without JavaScript."""
+    filters = parse_filters(request.args)
+    if filters.errors:
+        problems = "; ".join(f"{name}: {message}" for name, message in filters.errors.items())
+        abort(400, description=f"The filter is not valid ({problems}).")
+    return render(
+        "actions/count.html", "actions/_count.html", filters=filters, count=count_of(filters), cap=queries.CAP
+    )
+
+
+# --- bulk commands -------------------------------------------------------------------------------
+
+VERBS = {
+    "cancel": {
+        "eligible": status.INCOMPLETE,
+        "label": "Cancel",
+        "done": "cancelled",
+        "which": "pending or performing",
+    },
+    "retry": {
+        "eligible": status.RETRYABLE,
+        "label": "Retry",
+        "done": "retried",
+        "which": "failed, timed out or cancelled",
+    },
+}
+
+
+@dataclass
+class BulkRuns:
+    """The bulk commands this app started in this process: their threads by audit entry id,
+    and the errors that stopped some (the audit entry of a command that raised stays
+    unfinished: the progress says why instead of polling for ever)."""
+
+    threads: dict[int, threading.Thread] = field(default_factory=dict)
+    failures: dict[int, str] = field(default_factory=dict)
+
+
+def bulk_runs(app: Flask | None = None) -> BulkRuns:
+    extensions = (app or current_app).extensions
+    found = extensions.get("stepwise_bulk_runs")
+    if found is None:
+        found = extensions.setdefault("stepwise_bulk_runs", BulkRuns())
+    assert isinstance(found, BulkRuns)
+    return found
+
+
+def verb_of(value: str | None) -> str:
+    if value not in VERBS:
+        abort(400, description=f"A bulk command is cancel or retry, not {value!r}.")
+    return value
+
+
+def bulk_filters(args: Mapping[str, str]) -> Filters:
+    filters = parse_filters(args)
+    if filters.errors:
+        problems = "; ".join(f"{name}: {message}" for name, message in filters.errors.items())
+        abort(400, description=f"The filter is not valid, so nothing was changed ({problems}).")
+    return filters
+
+
+@bp.get("/bulk/confirm")
+@requires(users.OPERATOR)
+def bulk_confirm() -> Response:
+    """Step one of a bulk command: how many actions it would change, and a confirmation."""
+    verb = verb_of(request.args.get("verb"))
+    filters = bulk_filters(request.args)
+    session: Any = db.session
+    eligible = queries_actions.eligible_count(
+        session, filters.where, VERBS[verb]["eligible"], cap=queries.CAP
+    )
+    matching = queries_actions.matching_count(session, filters.where, cap=queries.CAP)
+    return render(
+        "actions/bulk_confirm.html",
+        "actions/_bulk_confirm.html",
+        verb=verb,
+        command=VERBS[verb],
+        filters=filters,
+        eligible=eligible,
+        matching=matching,
+        cap=queries.CAP,
+    )
+
+
+@bp.post("/bulk")
+@requires(users.OPERATOR)
+def bulk_run() -> Response:
+    """Step two: run the bulk command in a background thread; answer with its progress."""
+    verb = verb_of(request.form.get("verb"))
+    filters = bulk_filters(request.form)
+    reason = (request.form.get("reason") or "").strip() or None
+    user = current_user()
+    entry_id = start_bulk(verb, filters.where, by=user.name if user else None, reason=reason)
+    session: Any = db.session
+    entry = queries_actions.bulk_entry(session, entry_id)
+    assert entry is not None
+    return command_response(
+        f"Bulk {verb} started: {entry.total or 0:,} matching actions (audit entry {entry.id}).",
+        fragment="actions/_bulk_progress.html",
+        redirect_to=url_for("actions.bulk_progress", entry_id=entry.id),
+        **progress_context(entry),
+    )
+
+
+@bp.get("/bulk/<int:entry_id>")
+def bulk_progress(entry_id: int) -> Response:
+    """A bulk command's progress: polls itself until the command is finished."""
+    session: Any = db.session
+    entry = queries_actions.bulk_entry(session, entry_id)
+    if entry is None:
+        abort(404, description=f"There is no bulk command with audit entry {entry_id}.")
+    return render("actions/bulk_progress.html", "actions/_bulk_progress.html", **progress_context(entry))
+
+
+def progress_context(entry: AuditEntry) -> dict[str, Any]:
+    verb = entry.command.removeprefix("bulk_")
+    described = (entry.data or {}).get("filter") or {}
+    params: dict[str, str] = {}
+    for name, field_name in FILTER_FIELDS.items():
+        value = described.get(field_name)
+        if value:
+            params[name] = "1" if value is True else str(value)
+    filters = parse_filters(params)
+    error = bulk_runs().failures.get(entry.id)
+    finished = entry.finished_at is not None or error is not None
+    total = entry.total or 0
+    done = min(entry.done or 0, total) if total else entry.done or 0
+    return {
+        "entry": entry,
+        "verb": verb,
+        "command": VERBS.get(verb, {"label": verb.capitalize(), "done": verb, "which": ""}),
+        "filters": filters,
+        "finished": finished,
+        "error": error,
+        "total": total,
+        "done": done,
+        "percent": round(100 * done / total) if total else 100,
+    }
+
+
+def start_bulk(verb: str, where: commands.ActionFilter, *, by: str | None, reason: str | None) -> int:
+    """Run ``engine.commands.bulk`` in a background thread and return its audit entry's id
+    as soon as the entry exists (it holds the progress the page polls)."""
+    started = threading.Event()
+    box: dict[str, Any] = {}
+    runs = bulk_runs()
+
+    def on_start(entry: AuditEntry) -> None:
+        box["id"] = entry.id
+        started.set()
+
+    def run() -> None:
+        try:
+            commands.bulk(verb, where, by=by, reason=reason, on_start=on_start)
+        except Exception as error:
+            log.exception("bulk %s failed", verb)
+            box["error"] = error
+            if "id" in box:
+                runs.failures[box["id"]] = f"{type(error).__name__}: {error}"
+            started.set()
+
+    thread = threading.Thread(target=run, name=f"stepwise-bulk-{verb}", daemon=True)
+    thread.start()
+    if not started.wait(timeout=60):
+        raise ServiceUnavailable(
+            description=f"The bulk {verb} is still counting the matching actions after a minute: "
+            "see its progress on the audit page."
+        )
+    if "id" not in box:
+        raise InternalServerError(description=f"The bulk {verb} could not start: {box.get('error')}")
+    runs.threads[box["id"]] = thread
+    return int(box["id"])
+
+
+def wait_for_bulk(app: Flask, entry_id: int, timeout: float = 60.0) -> bool:
+    """Wait until the bulk command of ``entry_id`` that ``app`` started has finished (tests,
+    and a clean shutdown). True when it has."""
+    runs = bulk_runs(app)
+    thread = runs.threads.get(entry_id)
+    if thread is None:
+        return True
+    thread.join(timeout)
+    if thread.is_alive():
+        return False
+    runs.threads.pop(entry_id, None)
+    return True

@@ -1,18 +1,43 @@
-"""Audit: every operator command and webhook completion: who, when, what, why.
-
-(A placeholder: its views replace ``index`` below; the nav links to ``audit.index``.)
+"""Audit: every operator command and webhook completion, newest first: who, when, what, why,
+its result, and a bulk command's progress (its row refreshes itself until it is finished).
+Filtered by command and by user; the filter lives in the URL.
 """
 
 from __future__ import annotations
 
-from flask import Blueprint
+from flask import Blueprint, abort, request
 from werkzeug.wrappers import Response
 
+from .. import queries_audit
+from ..database import db
 from ..views import render
+from .lanes import links
 
 bp = Blueprint("audit", __name__, url_prefix="/audit")
+bp.context_processor(links)
 
 
 @bp.get("/")
 def index() -> Response:
-    return render("placeholder.html", title="Audit")
+    command = request.args.get("command", "").strip() or None
+    by = request.args.get("by", "").strip() or None
+    before = request.args.get("before", type=int)
+    page = queries_audit.entries(db.session(), command=command, by=by, before=before)
+    return render(
+        "audit/index.html",
+        "audit/_list.html",
+        page=page,
+        command=command,
+        by=by,
+        before=before,
+        commands=queries_audit.COMMANDS,
+    )
+
+
+@bp.get("/<int:entry_id>")
+def row(entry_id: int) -> Response:
+    """One entry's row: a bulk command's row polls this until the command is finished."""
+    entry = queries_audit.entry(db.session(), entry_id)
+    if entry is None:
+        abort(404, description=f"There is no audit entry {entry_id}.")
+    return render("audit/_row.html", entry=entry)

@@ -109,9 +109,12 @@ def bulk(
     reason: str | None = None,
     batch_size: int = 500,
     on_progress: Callable[[AuditEntry], None] | None = None,
+    on_start: Callable[[AuditEntry], None] | None = None,
 ) -> AuditEntry:
     """Apply ``cancel`` or ``retry`` to every action matching ``where``, ``batch_size`` per
-    transaction, updating one audit entry's ``done``/``total`` as it goes."""
+    transaction, updating one audit entry's ``done``/``total`` as it goes. ``on_start`` is
+    called with the audit entry once it is committed (with its ``total``), before the first
+    batch: a caller running this in the background learns the entry's id at once."""
     if command not in COMMANDS:
         raise ValueError(f"bulk commands are {COMMANDS}, not {command!r}")
     eligible = status.INCOMPLETE if command == "cancel" else status.RETRYABLE
@@ -125,6 +128,8 @@ def bulk(
         entry.total, entry.done = total, 0
         session.commit()
         entry_id = entry.id
+        if on_start is not None:
+            on_start(entry)
         last_id = 0
         while True:
             ids = session.scalars(

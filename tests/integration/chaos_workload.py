@@ -9,27 +9,21 @@ webhook would.
         Parcel.ship         ("carrier/<n % 8>")    outbound: performing until completed from outside
 
 Workers import it: ``dramatiq engine.jobs tests.integration.chaos_workload`` with
-``DATABASE_URL`` and ``REDIS_URL`` set. Every action records when it performed, with
-PostgreSQL's ``clock_timestamp()`` (one clock for every process), so the test can look for
-two actions of one lane that performed at once.
+``DATABASE_URL`` and ``REDIS_URL`` set. Every action records when it performed
+(``tests/integration/intervals.py``), so the test can look for two actions of one lane that
+performed at once.
 """
 
 from __future__ import annotations
 
-import faulthandler
-import os
-import random
-import signal
-import threading
-import time
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
-from sqlalchemy import BigInteger, ForeignKey, String, func, insert, update
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, object_session, relationship
+from sqlalchemy import ForeignKey
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 import engine
 from engine import Actor, RetryPolicy, StepContext
+from tests.integration.intervals import IntervalRecorder, LaneIntervalColumns, configure_worker
 
 PARCELS_PER_ORDER = 2
 PRINTERS = 16
@@ -45,57 +39,22 @@ WAIT_SECONDS = 0.5
 #: The longest pause a step body takes after opening its interval, to widen any overlap.
 PAUSE_SECONDS = 0.003
 
-if os.environ.get("DATABASE_URL"):
-    engine.configure(pool_size=10)
-    # ``kill -USR1 <worker pid>`` writes every thread's stack to the worker's log.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+configure_worker()
 
 
 class ChaosBase(DeclarativeBase):
     pass
 
 
-class ChaosInterval(ChaosBase):
-    """When one action performed: from its first step body to its after-callback, which
-    runs in the transaction that completes it and hands its lane over. A body whose
-    transaction a kill rolled back leaves no row."""
-
+class ChaosInterval(LaneIntervalColumns, ChaosBase):
     __tablename__ = "chaos_lane_intervals"
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    # Unique: a first step body that committed twice would fail here.
-    action_id: Mapped[int] = mapped_column(BigInteger, unique=True)
-    concurrency_key: Mapped[str] = mapped_column(String(255), index=True)
-    started_at: Mapped[datetime]
-    ended_at: Mapped[datetime | None]
-    #: "pid/thread name" of the worker that ran the first step body.
-    worker: Mapped[str] = mapped_column(String(100))
 
 
 class Flaky(RuntimeError):
     """Raised when a label's first attempt fails on purpose."""
 
 
-def interval_opened(step: StepContext) -> None:
-    step.session.execute(
-        insert(ChaosInterval).values(
-            action_id=step.action.id,
-            concurrency_key=step.action.concurrency_key,
-            started_at=func.clock_timestamp(),
-            worker=f"{os.getpid()}/{threading.current_thread().name}",
-        )
-    )
-    time.sleep(random.uniform(0, PAUSE_SECONDS))
-
-
-def interval_closed(actor: Any, action: engine.Action, *arguments: Any) -> None:
-    session = object_session(action)
-    assert session is not None
-    session.execute(
-        update(ChaosInterval)
-        .where(ChaosInterval.action_id == action.id)
-        .values(ended_at=func.clock_timestamp())
-    )
+intervals = IntervalRecorder(ChaosInterval, PAUSE_SECONDS)
 
 
 class Order(Actor, ChaosBase):
@@ -108,7 +67,7 @@ class Order(Actor, ChaosBase):
 
     @engine.action
     def fulfil(self, step: StepContext, number: int) -> None:
-        interval_opened(step)
+        intervals.opened(step)
         step.on(self.parcels, "pack")
 
     @fulfil.step
@@ -136,7 +95,7 @@ class Parcel(Actor, ChaosBase):
     def pack(self, step: StepContext) -> None:
         """The order's parcels take turns at its bench; each holds it until its label
         is printed and its shipment, if any, is completed."""
-        interval_opened(step)
+        intervals.opened(step)
         step.do("label")
         if self.outbound:
             step.do("ship")
@@ -152,14 +111,13 @@ class Parcel(Actor, ChaosBase):
     def label(self, step: StepContext) -> None:
         if step.step.attempt == 1 and self.number % FLAKY_EVERY == 0:
             raise Flaky(f"the printer jammed on parcel {self.number}")
-        interval_opened(step)
+        intervals.opened(step)
         self.labelled += 1
 
     @engine.action(outbound=True, concurrency_key=lambda parcel: f"carrier/{parcel.number % CARRIERS}")
     def ship(self, step: StepContext) -> None:
-        interval_opened(step)
+        intervals.opened(step)
         self.handed_over += 1
 
 
-for actor_class, name in [(Order, "fulfil"), (Parcel, "pack"), (Parcel, "label"), (Parcel, "ship")]:
-    engine.definition(actor_class, name).after(interval_closed)
+intervals.close_after((Order, "fulfil"), (Parcel, "pack"), (Parcel, "label"), (Parcel, "ship"))

@@ -3,26 +3,17 @@ delivery starts children on the truck and its crates. Every action records when 
 performed, so a test can check afterwards that no two actions of one lane overlapped.
 
 Workers import it: ``dramatiq engine.jobs tests.integration.workload`` with ``DATABASE_URL``
-and ``REDIS_URL`` set. Intervals use PostgreSQL's ``clock_timestamp()``: one clock for
-every worker process.
+and ``REDIS_URL`` set. The intervals are recorded as ``tests/integration/intervals.py`` says.
 """
 
 from __future__ import annotations
 
-import faulthandler
-import os
-import random
-import signal
-import threading
-import time
-from datetime import datetime
-from typing import Any
-
-from sqlalchemy import BigInteger, ForeignKey, String, func, insert, update
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, object_session, relationship
+from sqlalchemy import ForeignKey
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 import engine
 from engine import Actor, StepContext
+from tests.integration.intervals import IntervalRecorder, LaneIntervalColumns, configure_worker
 
 #: Roots share these lanes: ``dock/0`` … ``dock/9``.
 DOCKS = 10
@@ -35,52 +26,18 @@ STEPS_PER_DELIVERY = 3 + ACTIONS_PER_DELIVERY - 1
 #: The longest pause a step body takes after opening its interval, to widen any overlap.
 PAUSE_SECONDS = 0.002
 
-if os.environ.get("DATABASE_URL"):
-    engine.configure(pool_size=10)
-    # ``kill -USR1 <worker pid>`` writes every thread's stack to the worker's log.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+configure_worker()
 
 
 class WorkloadBase(DeclarativeBase):
     pass
 
 
-class LaneInterval(WorkloadBase):
-    """When one action performed: from its first step body to its after-callback, which
-    runs in the transaction that completes it and hands its lane over."""
-
+class LaneInterval(LaneIntervalColumns, WorkloadBase):
     __tablename__ = "workload_lane_intervals"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    # Unique: a step body that ran twice would fail here, and its action with it.
-    action_id: Mapped[int] = mapped_column(BigInteger, unique=True)
-    concurrency_key: Mapped[str] = mapped_column(String(255), index=True)
-    started_at: Mapped[datetime]
-    ended_at: Mapped[datetime | None]
-    #: Which worker performed the first step: "pid/thread name".
-    worker: Mapped[str] = mapped_column(String(100))
 
-
-def interval_opened(step: StepContext) -> None:
-    step.session.execute(
-        insert(LaneInterval).values(
-            action_id=step.action.id,
-            concurrency_key=step.action.concurrency_key,
-            started_at=func.clock_timestamp(),
-            worker=f"{os.getpid()}/{threading.current_thread().name}",
-        )
-    )
-    time.sleep(random.uniform(0, PAUSE_SECONDS))
-
-
-def interval_closed(actor: Any, action: engine.Action, *arguments: Any) -> None:
-    session = object_session(action)
-    assert session is not None
-    session.execute(
-        update(LaneInterval)
-        .where(LaneInterval.action_id == action.id)
-        .values(ended_at=func.clock_timestamp())
-    )
+intervals = IntervalRecorder(LaneInterval, PAUSE_SECONDS)
 
 
 class Truck(Actor, WorkloadBase):
@@ -96,7 +53,7 @@ class Truck(Actor, WorkloadBase):
     def deliver(self, step: StepContext, number: int) -> None:
         """At the dock: inspect the truck and stow its crates, one at a time in its hold's
         lane. The delivery holds the dock's lane until it departs."""
-        interval_opened(step)
+        intervals.opened(step)
         step.do("inspect")
         step.on(self.crates, "stow")
 
@@ -110,7 +67,7 @@ class Truck(Actor, WorkloadBase):
 
     @engine.action
     def inspect(self, step: StepContext) -> None:
-        interval_opened(step)
+        intervals.opened(step)
         self.inspections += 1
 
 
@@ -124,19 +81,13 @@ class Crate(Actor, WorkloadBase):
 
     @engine.action(concurrency_key=lambda crate: f"hold/{crate.truck_id}")
     def stow(self, step: StepContext) -> None:
-        interval_opened(step)
+        intervals.opened(step)
         self.stowed += 1
 
     @engine.action(concurrency_key=lambda crate: f"hold/{crate.truck_id}")
     def unload(self, step: StepContext) -> None:
-        interval_opened(step)
+        intervals.opened(step)
         self.unloaded += 1
 
 
-for actor_class, name in [
-    (Truck, "deliver"),
-    (Truck, "inspect"),
-    (Crate, "stow"),
-    (Crate, "unload"),
-]:
-    engine.definition(actor_class, name).after(interval_closed)
+intervals.close_after((Truck, "deliver"), (Truck, "inspect"), (Crate, "stow"), (Crate, "unload"))

@@ -78,6 +78,11 @@ def upgrade() -> None:
         sqlite_autoincrement=True,
     )
     op.create_index("ix_stepwise_audit_entries_at", "stepwise_audit_entries", ["at"], unique=False)
+    # The studio's audit page: newest first, filtered by command or by user.
+    op.create_index("ix_stepwise_audit_entries_by", "stepwise_audit_entries", ["by", "id"], unique=False)
+    op.create_index(
+        "ix_stepwise_audit_entries_command", "stepwise_audit_entries", ["command", "id"], unique=False
+    )
     op.create_table(
         "stepwise_performances",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
@@ -219,6 +224,7 @@ def upgrade() -> None:
         sa.Column("settled_at", sa.DateTime(), nullable=True),
         sa.Column("concluded_at", sa.DateTime(), nullable=True),
         sa.Column("succeeded", sa.Boolean(), nullable=True),
+        sa.Column("checksum_key", sa.String(length=255), nullable=True),
         sa.ForeignKeyConstraint(
             ["action_id"],
             ["stepwise_actions.id"],
@@ -235,6 +241,15 @@ def upgrade() -> None:
     op.create_index("ix_stepwise_invocations_action", "stepwise_invocations", ["action_id"], unique=False)
     op.create_index(
         "ix_stepwise_invocations_parent_step", "stepwise_invocations", ["parent_step_id"], unique=False
+    )
+    # The studio: the recent invocations an achievement skipped, newest first.
+    op.create_index(
+        "ix_stepwise_invocations_skipped",
+        "stepwise_invocations",
+        ["checksum_key", "id"],
+        unique=False,
+        sqlite_where=sa.text("checksum_key IS NOT NULL"),
+        postgresql_where=sa.text("checksum_key IS NOT NULL"),
     )
     # The sweeper's question: what was requested but never settled?
     op.create_index(
@@ -293,6 +308,12 @@ def downgrade() -> None:
         sqlite_where=sa.text("settled_at IS NULL"),
         postgresql_where=sa.text("settled_at IS NULL"),
     )
+    op.drop_index(
+        "ix_stepwise_invocations_skipped",
+        table_name="stepwise_invocations",
+        sqlite_where=sa.text("checksum_key IS NOT NULL"),
+        postgresql_where=sa.text("checksum_key IS NOT NULL"),
+    )
     op.drop_index("ix_stepwise_invocations_parent_step", table_name="stepwise_invocations")
     op.drop_index("ix_stepwise_invocations_action", table_name="stepwise_invocations")
     op.drop_table("stepwise_invocations")
@@ -330,6 +351,8 @@ def downgrade() -> None:
         postgresql_where=sa.text("outbound_complete_key IS NOT NULL"),
     )
     op.drop_table("stepwise_performances")
+    op.drop_index("ix_stepwise_audit_entries_command", table_name="stepwise_audit_entries")
+    op.drop_index("ix_stepwise_audit_entries_by", table_name="stepwise_audit_entries")
     op.drop_index("ix_stepwise_audit_entries_at", table_name="stepwise_audit_entries")
     op.drop_table("stepwise_audit_entries")
     op.drop_index("ix_stepwise_action_events_tree", table_name="stepwise_action_events")

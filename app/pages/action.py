@@ -1,0 +1,276 @@
+"""The action page: one action in its whole tree. The live tree with its failure path, the
+timeline of its steps and children, its history, arguments, result and errors; and the
+operator's commands on it (cancel, retry, retry with a new timeout, approve, reject).
+
+The page is a static head, the commands (``action/_commands.html``) and a live fragment
+(``action/_live.html``) that polls itself while anything in the tree is pending or
+performing. The live fragment's URL carries the status the commands were rendered for:
+when the action's status has changed, the commands come along out of band, so a form is
+never replaced while the operator fills it in, yet never stays stale after a change.
+Every command answers with the commands and the live fragment (htmx) or a redirect back
+to the page (without JavaScript).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from flask import Blueprint, abort, request, url_for
+from sqlalchemy import select
+from werkzeug.datastructures import MultiDict
+from werkzeug.wrappers import Response
+
+from engine import clock, commands, history, status
+from engine.commands import CommandResult
+from engine.models import Action
+
+from .. import queries_tree, users
+from ..auth import current_user, requires
+from ..database import db
+from ..views import command_response, is_htmx, render
+
+bp = Blueprint("action", __name__)
+
+#: The longest timeout an operator may give in the studio (a typo guard: 30 days).
+MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
+#: Views whose arguments the live fragment's URL carries along.
+LIVE_PARAMS = ("expand", "history", "before")
+#: JSON's names of the values that are not objects.
+JSON_TYPES: dict[type, str] = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+@bp.get("/actions/<int:action_id>")
+def show(action_id: int) -> Response:
+    """The whole page, or (htmx) its live fragment."""
+    return render("action/show.html", "action/_live.html", **page(action_id, request.args))
+
+
+@bp.get("/actions/<int:action_id>/live")
+def live(action_id: int) -> Response:
+    """The live fragment alone: it polls this while the tree runs. The commands come along
+    (out of band) when the action's status differs from the one they were rendered for."""
+    context = page(action_id, request.args)
+    context["commands_stale"] = context["commands_oob"] = request.args.get("commands_for") not in (
+        None,
+        context["action"].status,
+    )
+    return render("action/_live_answer.html", **context)
+
+
+def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str, Any]:
+    """Everything the page shows, read in a bounded number of queries."""
+    session = db.session
+    action = session.get(Action, action_id)
+    if action is None:
+        abort(
+            404,
+            description=f"There is no action {action_id}: it may have been deleted, or the link is wrong.",
+        )
+    tree = queries_tree.load_tree_of_root(session, action.tree_id)
+    if tree is None or action.id not in tree.nodes:
+        abort(404, description=f"The tree of action {action_id} (root {action.tree_id}) was not found.")
+    node = tree.nodes[action.id]
+    path = tree.failure_path()
+    keep_open = set(tree.ancestors(action.id)) | (set(path.ids) if path is not None else set())
+    expand = args.get("expand") == "all"
+    whole_tree = args.get("history") == "tree"
+    before = _int(args.get("before"))
+    events, older = queries_tree.history(
+        session, action_id=action.id, tree_id=action.tree_id, whole_tree=whole_tree, before=before
+    )
+    leaf_traceback = None
+    if path is not None and path.invocation is None and path.leaf.id != action.id and path.leaf.error_class:
+        leaf_traceback = session.scalar(select(Action.error_traceback).where(Action.id == path.leaf.id))
+    params: dict[str, Any] = {k: v for k in LIVE_PARAMS if (v := args.get(k))}
+    now = clock.now()
+    return {
+        "action": action,
+        "node": node,
+        "tree": tree,
+        "rows": tree.rows(expand=expand, keep_open=frozenset(keep_open)),
+        "expand": expand,
+        "path": path,
+        "path_steps": {s.id for s in path.steps if s is not None} if path is not None else set(),
+        "leaf_traceback": leaf_traceback,
+        "parents": [
+            (step, tree.nodes[step.action_id]) for step in tree.steps.values() if action.id in step.children
+        ],
+        "replaced": sorted(
+            (n for n in tree.nodes.values() if n.superseded_by_id == action.id), key=lambda n: n.id
+        ),
+        "timeline": queries_tree.timeline(tree, action.id, now),
+        "errors": queries_tree.attempt_errors(session, action.id),
+        "events": events,
+        "older": older,
+        "whole_tree": whole_tree,
+        "before": before,
+        "step_numbers": {s.id: s.number for s in tree.steps.values()},
+        "arguments": pretty(action.arguments_json),
+        "result": pretty(action.result) if action.result is not None else None,
+        "running": tree.running,
+        # Links in the tree: this prefix and an id (url_for a thousand times is slow).
+        "href": url_for("action.show", action_id=0)[:-1],
+        "failing": queries_tree.FAILING,
+        "live_url": url_for("action.live", action_id=action.id, commands_for=action.status, **params),
+        "can_command": (user := current_user()) is not None and user.can(users.OPERATOR),
+        "cancellable": action.status in status.INCOMPLETE,
+        "retryable": action.status in status.RETRYABLE,
+        "approvable": action.outbound and action.status in status.INCOMPLETE,
+        "now": now,
+        "commands_oob": False,
+        "live_oob": False,
+    }
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
+# --- commands ------------------------------------------------------------------------------
+
+
+def operator() -> str | None:
+    user = current_user()
+    return user.name if user is not None else None
+
+
+@bp.post("/actions/<int:action_id>/cancel")
+@requires(users.OPERATOR)
+def cancel(action_id: int) -> Response:
+    """Cancel the action and its pending and performing descendants."""
+    reason = _text(request.form.get("reason"))
+    result = commands.cancel(action_id, by=operator(), reason=reason, cause=history.OPERATOR)
+    return answer(action_id, result, f"Action {action_id} was cancelled, with the work below it.")
+
+
+@bp.post("/actions/<int:action_id>/retry")
+@requires(users.OPERATOR)
+def retry(action_id: int) -> Response:
+    """Reopen a failed, timed-out or cancelled action where it stopped; with
+    ``timeout_seconds``, under a new timeout."""
+    timeout = _timeout(request.form.get("timeout_seconds"))
+    reason = _text(request.form.get("reason"))
+    result = commands.retry(action_id, by=operator(), reason=reason, timeout=timeout, cause=history.OPERATOR)
+    done = f"Action {action_id} was retried"
+    if timeout is not None:
+        done += f" with a timeout of {int(timeout.total_seconds())} s"
+    return answer(action_id, result, done + ".")
+
+
+@bp.post("/actions/<int:action_id>/approve")
+@requires(users.OPERATOR)
+def approve(action_id: int) -> Response:
+    """Complete an outbound action as succeeded, with a note and an optional JSON payload."""
+    payload = _payload(request.form.get("payload"))
+    note = _text(request.form.get("note"))
+    result = commands.approve(action_id, by=operator(), note=note, payload=payload, cause=history.OPERATOR)
+    return answer(action_id, result, f"Action {action_id} was approved: it succeeded.")
+
+
+@bp.post("/actions/<int:action_id>/reject")
+@requires(users.OPERATOR)
+def reject(action_id: int) -> Response:
+    """Complete an outbound action as failed, with a note and an optional JSON payload."""
+    payload = _payload(request.form.get("payload"))
+    note = _text(request.form.get("note"))
+    result = commands.reject(action_id, by=operator(), note=note, payload=payload, cause=history.OPERATOR)
+    return answer(action_id, result, f"Action {action_id} was rejected: it failed.")
+
+
+def answer(action_id: int, result: CommandResult, done: str) -> Response:
+    """The command's message, with the commands and the live fragment (htmx) or a
+    redirect back to the page."""
+    if result.reason == "not_found":
+        abort(404, description=f"There is no action {action_id}, so nothing was changed.")
+    session = db.session
+    session.expire_all()
+    message = done if result else refusal(action_id, result)
+    context = page(action_id, {}) if is_htmx() else {}
+    context["live_oob"] = True
+    return command_response(
+        message,
+        ok=bool(result),
+        fragment="action/_command_answer.html",
+        redirect_to=url_for("action.show", action_id=action_id),
+        **context,
+    )
+
+
+def refusal(action_id: int, result: CommandResult) -> str:
+    state = db.session.scalar(select(Action.status).where(Action.id == action_id)) or "gone"
+    shown = state.replace("_", " ")
+    if result.reason == "already_completed":
+        return f"Action {action_id} is already completed ({shown}): nothing was changed."
+    if result.reason == "not_retryable":
+        return (
+            f"Action {action_id} is {shown}: only a failed, timed-out or cancelled action can be "
+            "retried. Nothing was changed."
+        )
+    if result.reason == "not_outbound":
+        return (
+            f"Action {action_id} is not outbound: only an outbound action is completed from "
+            "outside. Nothing was changed."
+        )
+    return f"Action {action_id}: {result.reason.replace('_', ' ')}. Nothing was changed."
+
+
+def _text(value: str | None) -> str | None:
+    value = (value or "").strip()
+    return value or None
+
+
+def _timeout(value: str | None) -> timedelta | None:
+    text = (value or "").strip()
+    if not text:
+        return None
+    try:
+        seconds = int(text)
+    except ValueError:
+        seconds = 0
+    if not 0 < seconds <= MAX_TIMEOUT_SECONDS:
+        abort(
+            400,
+            description="The new timeout must be a whole number of seconds from 1 to "
+            f"{MAX_TIMEOUT_SECONDS:,} (30 days), not {text!r}, so nothing was changed.",
+        )
+    return timedelta(seconds=seconds)
+
+
+def _payload(value: str | None) -> dict[str, Any] | None:
+    text = (value or "").strip()
+    if not text:
+        return None
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as error:
+        abort(
+            400,
+            description=f"The payload is not valid JSON ({error.msg} at line {error.lineno}, column "
+            f"{error.colno}), so nothing was changed. Correct it, or leave it empty.",
+        )
+    if not isinstance(payload, dict):
+        abort(
+            400,
+            description='The payload must be a JSON object, like {"approved": true}, not '
+            f"{JSON_TYPES.get(type(payload), 'that')}, so nothing was changed.",
+        )
+    return payload

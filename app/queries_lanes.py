@@ -1,0 +1,487 @@
+"""The read model of lanes (performances): each concurrency key with its current action, its
+pending queue, and why it is not moving, in words. It only reads.
+
+A page of lanes costs a fixed number of queries whatever the number of lanes: one per kind
+of fact (current actions, their current steps, queues, children, deadlocks), each over the
+lanes on the page only, through the indexes of engine/action.py, step.py and invocation.py.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from engine import clock, registry, status, sweeper
+from engine.definition import Definition
+from engine.errors import EngineError
+from engine.models import Action, Invocation, Performance, Step, step_actions
+
+from .views import timestamp
+
+#: Lanes on a page, queued actions and children shown per lane before "and N more".
+PAGE = 50
+QUEUE_SHOWN = 5
+CHILDREN_SHOWN = 5
+#: The highest code point: ``key >= p AND key < p + KEY_END`` is the prefix ``p`` as a range
+#: of the unique index on the key (a LIKE 'p%' would not use it on SQLite).
+KEY_END = "\U0010ffff"
+DEADLOCK_CLASS = "engine.errors.Deadlock"
+#: The engine's Deadlock message names the lane and the ancestor holding it.
+DEADLOCK_MESSAGE = re.compile(
+    r"would wait for lane (?P<q>['\"])(?P<key>.*)(?P=q), held by its ancestor action (?P<holder>\d+)"
+)
+
+
+@dataclass
+class Link:
+    """An action (or a wait, ``action_id`` None) named in a reason, linked on the page."""
+
+    label: str
+    action_id: int | None = None
+    status: str | None = None
+    #: The lane a pending child waits in, linked too.
+    lane: str | None = None
+
+    def __str__(self) -> str:
+        text = f"{self.label} #{self.action_id}" if self.action_id is not None else self.label
+        if self.status is not None:
+            text += f" ({self.status}{f' in lane {self.lane}' if self.lane else ''})"
+        return text
+
+
+@dataclass
+class Reason:
+    """One reason a lane is not moving: ``text`` says it, ``links`` follow it on the page."""
+
+    kind: str
+    text: str
+    at: datetime | None = None
+    links: list[Link] = field(default_factory=list)
+    joiner: str = ", "
+    #: Links not shown ("and N more").
+    more: int = 0
+
+    @property
+    def sentence(self) -> str:
+        """The whole reason as plain text, links included."""
+        parts = [self.text]
+        if self.links:
+            parts.append(self.joiner.join(str(link) for link in self.links))
+        if self.more:
+            parts.append(f"and {self.more} more")
+        return " ".join(parts)
+
+
+@dataclass
+class Lane:
+    id: int
+    key: str
+    since: datetime
+    current: Action | None
+    step: Step | None
+    reasons: list[Reason] = field(default_factory=list)
+    queue: list[Action] = field(default_factory=list)
+    #: More pending actions than ``queue`` shows.
+    queue_more: bool = False
+
+    @property
+    def outbound(self) -> bool:
+        return self.current is not None and self.current.outbound
+
+
+@dataclass
+class LanePage:
+    lanes: list[Lane]
+    #: The key to continue after, when there are more lanes.
+    next_after: str | None
+
+
+def lanes(
+    session: Session, *, prefix: str = "", after: str | None = None, limit: int | None = None
+) -> LanePage:
+    """A page of lanes in key order (keyset pagination on the unique index of the key)."""
+    limit = limit or PAGE
+    query = select(Performance).order_by(Performance.concurrency_key).limit(limit + 1)
+    if prefix:
+        query = query.where(
+            Performance.concurrency_key >= prefix,
+            Performance.concurrency_key < prefix + KEY_END,
+            func.substr(Performance.concurrency_key, 1, len(prefix)) == prefix,
+        )
+    if after is not None:
+        query = query.where(Performance.concurrency_key > after)
+    rows = list(session.scalars(query))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return LanePage(explain(session, rows), rows[-1].concurrency_key if more and rows else None)
+
+
+def lane(session: Session, key: str) -> Lane | None:
+    """The lane of ``key``, or None when no action holds it (the lane is idle)."""
+    row = session.scalars(select(Performance).where(Performance.concurrency_key == key)).one_or_none()
+    return explain(session, [row])[0] if row is not None else None
+
+
+def queue(
+    session: Session, lane_id: int, current_id: int, *, after: int | None = None, limit: int = PAGE
+) -> tuple[list[Action], int | None]:
+    """A page of a lane's pending actions, oldest first, and the id to continue after."""
+    query = (
+        select(Action)
+        .where(Action.performance_id == lane_id, Action.status == status.PENDING, Action.id != current_id)
+        .order_by(Action.id)
+        .limit(limit + 1)
+    )
+    if after is not None:
+        query = query.where(Action.id > after)
+    rows = list(session.scalars(query))
+    return rows[:limit], rows[limit - 1].id if len(rows) > limit else None
+
+
+def recent(session: Session, key: str, limit: int = 10) -> list[Action]:
+    """The latest actions of a key, completed or not: how the lane has been moving."""
+    return list(
+        session.scalars(
+            select(Action).where(Action.concurrency_key == key).order_by(Action.id.desc()).limit(limit)
+        )
+    )
+
+
+# --- explaining -----------------------------------------------------------------------------
+
+
+def explain(session: Session, performances: list[Performance]) -> list[Lane]:
+    """The lanes of ``performances`` with their current action, queue and reasons."""
+    if not performances:
+        return []
+    current_ids = [p.action_id for p in performances]
+    currents = {a.id: a for a in session.scalars(select(Action).where(Action.id.in_(current_ids)))}
+    steps = {
+        s.action_id: s
+        for s in session.scalars(
+            select(Step)
+            .join(
+                Action,
+                and_(Step.action_id == Action.id, Step.definition_index == Action.current_step_index),
+            )
+            .where(Action.id.in_(current_ids))
+        )
+    }
+    queued = _queues(session, [p.id for p in performances], current_ids)
+    waiting = [s for s in steps.values() if _waits_on_children(s)]
+    children = _children(session, [s.id for s in waiting])
+    waiting_actions = [currents[s.action_id] for s in waiting if s.action_id in currents]
+    deadlocks = _deadlocks(session, waiting_actions)
+
+    result: list[Lane] = []
+    for performance in performances:
+        current = currents.get(performance.action_id)
+        step = steps.get(performance.action_id)
+        lane_queue = queued.get(performance.id, [])
+        lane = Lane(
+            id=performance.id,
+            key=performance.concurrency_key or "",
+            since=performance.created_at,
+            current=current,
+            step=step,
+            queue=lane_queue[:QUEUE_SHOWN],
+            queue_more=len(lane_queue) > QUEUE_SHOWN,
+        )
+        if current is not None:
+            lane.reasons = [
+                *deadlocks.get(current.id, []),
+                *_progress(current, step, children.get(step.id, []) if step is not None else []),
+                *_timeout(current),
+            ]
+        else:
+            lane.reasons = [Reason("missing", f"its current action #{performance.action_id} is missing")]
+        result.append(lane)
+    return result
+
+
+def _waits_on_children(step: Step) -> bool:
+    return (
+        step.status == status.STEP_PERFORMING
+        and step.performed_at is not None
+        and step.pending_actions_count > 0
+    )
+
+
+def _queues(session: Session, lane_ids: list[int], current_ids: list[int]) -> dict[int, list[Action]]:
+    """Up to QUEUE_SHOWN + 1 pending actions per lane (the extra one says there are more)."""
+    rank = func.row_number().over(partition_by=Action.performance_id, order_by=Action.id).label("rank")
+    ranked = (
+        select(Action.id, rank)
+        .where(
+            Action.performance_id.in_(lane_ids),
+            Action.status == status.PENDING,
+            Action.id.not_in(current_ids),
+        )
+        .subquery()
+    )
+    rows = session.scalars(
+        select(Action)
+        .join(ranked, ranked.c.id == Action.id)
+        .where(ranked.c.rank <= QUEUE_SHOWN + 1)
+        .order_by(Action.id)
+    )
+    queues: dict[int, list[Action]] = {}
+    for action in rows:
+        queues.setdefault(action.performance_id or 0, []).append(action)
+    return queues
+
+
+def _children(session: Session, step_ids: list[int]) -> dict[int, list[tuple[Invocation, Action | None]]]:
+    """Up to CHILDREN_SHOWN + 1 unconcluded invocations (children and waits) per step."""
+    if not step_ids:
+        return {}
+    rank = (
+        func.row_number().over(partition_by=Invocation.parent_step_id, order_by=Invocation.id).label("rank")
+    )
+    ranked = (
+        select(Invocation.id, rank)
+        .where(Invocation.parent_step_id.in_(step_ids), Invocation.concluded_at.is_(None))
+        .subquery()
+    )
+    rows = session.execute(
+        select(Invocation, Action)
+        .join(ranked, ranked.c.id == Invocation.id)
+        .outerjoin(Action, Action.id == Invocation.action_id)
+        .where(ranked.c.rank <= CHILDREN_SHOWN + 1)
+        .order_by(Invocation.id)
+    )
+    children: dict[int, list[tuple[Invocation, Action | None]]] = {}
+    for invocation, action in rows:
+        children.setdefault(invocation.parent_step_id or 0, []).append((invocation, action))
+    return children
+
+
+def _progress(
+    action: Action, step: Step | None, children: list[tuple[Invocation, Action | None]]
+) -> list[Reason]:
+    """Why the current action has not completed yet: what its current step waits for."""
+    if action.status == status.PENDING:
+        return [
+            Reason(
+                "pending",
+                f"its current action is pending since {timestamp(action.created_at)}: it starts when a "
+                "worker admits it",
+                at=action.created_at,
+            )
+        ]
+    if action.status != status.PERFORMING:
+        return [Reason("finishing", f"its current action is {action.status}; the lane is moving on")]
+    if step is None:
+        return [Reason("finishing", "its current action has no open step yet; it is moving on")]
+    name = step_name(action, step.definition_index)
+    if step.status == status.STEP_PERFORMING and step.performed_at is None:
+        if step.retry_at is not None:
+            attempts = _max_attempts(action)
+            of = f" of {attempts}" if attempts else ""
+            return [
+                Reason(
+                    "retry",
+                    f"retry of {name} due at {timestamp(step.retry_at)} (attempt {step.attempt}{of})",
+                    at=step.retry_at,
+                )
+            ]
+        opened = step.created_at
+        if clock.now() - opened > sweeper.GRACE:
+            why = "a worker may have died; the sweeper re-sends after the grace period"
+        else:
+            why = "queued for a worker; the sweeper re-sends it if no worker runs it within the grace period"
+        return [Reason("unrun", f"{name} body not run yet since {timestamp(opened)} ({why})", at=opened)]
+    if step.status == status.STEP_PERFORMING:
+        if step.pending_actions_count > 0:
+            return [_waiting_reason(step, children)]
+        return [Reason("finishing", f"{name} has run; the action is moving on")]
+    if step.status == status.STEP_SUCCEEDED and action.outbound:
+        since = step.completed_at or action.started_at
+        return [
+            Reason(
+                "outbound",
+                f"waiting for an outbound completion since {timestamp(since)} (a webhook, an operator's "
+                "approval or engine.complete completes it)",
+                at=since,
+            )
+        ]
+    return [Reason("finishing", f"{name} {step.status}; the action is completing")]
+
+
+def _waiting_reason(step: Step, children: list[tuple[Invocation, Action | None]]) -> Reason:
+    count = step.pending_actions_count
+    shown = children[:CHILDREN_SHOWN]
+    links: list[Link] = []
+    for invocation, child in shown:
+        if invocation.kind == "wait":
+            due = timestamp(invocation.due_at)
+            links.append(Link(f"a wait until {due}"))
+        elif child is not None:
+            lane = child.concurrency_key if child.status == status.PENDING else None
+            links.append(Link(child.name, child.id, child.status, lane))
+        elif invocation.error_class:
+            error = invocation.error_class.rsplit(".", 1)[-1]
+            links.append(Link(f"{invocation.name} (not admitted: {error}: {invocation.error_message})"))
+        else:
+            links.append(
+                Link(f"{invocation.name} (not admitted yet, requested {timestamp(invocation.created_at)})")
+            )
+    text = "waiting on " + _how_many(shown, count) + ":"
+    return Reason("children", text, links=links, more=max(0, count - len(shown)))
+
+
+def _how_many(shown: list[tuple[Invocation, Action | None]], count: int) -> str:
+    """``2 child actions and 1 wait``, or ``8 child actions`` when only some are shown."""
+    waits = sum(1 for invocation, _ in shown if invocation.kind == "wait")
+    children = len(shown) - waits
+    if len(shown) < count:
+        return f"{count} child actions" + (" and waits" if waits else "")
+    parts = []
+    if children or not waits:
+        parts.append(f"{children} child action{'s' if children != 1 else ''}")
+    if waits:
+        parts.append(f"{waits} wait{'s' if waits != 1 else ''}")
+    return " and ".join(parts)
+
+
+def _timeout(action: Action) -> list[Reason]:
+    deadline = action.deadline_at
+    if deadline is None or action.status != status.PERFORMING:
+        return []
+    if deadline >= clock.now():
+        return [Reason("timeout", f"timeout due at {timestamp(deadline)}", at=deadline)]
+    return [
+        Reason(
+            "timeout",
+            f"timeout due at {timestamp(deadline)}, passed (its job is late; the sweeper re-sends it after "
+            "the grace period)",
+            at=deadline,
+        )
+    ]
+
+
+# --- deadlocks ------------------------------------------------------------------------------
+
+
+def _deadlocks(session: Session, actions: list[Action]) -> dict[int, list[Reason]]:
+    """Deadlocks under each action since it (re)started: invocations below it that would
+    wait for a lane held by their own ancestor. A handled one ended ``deadlocked`` and fails
+    the steps above it; an unhandled one stays unadmitted, the Deadlock stored on it, and
+    its step waits for ever."""
+    if not actions:
+        return {}
+    trees = {a.tree_id for a in actions}
+    rows = session.execute(
+        select(Invocation, Step.action_id)
+        .join(Step, Step.id == Invocation.parent_step_id)
+        .join(Action, Action.id == Step.action_id)
+        .where(
+            or_(Action.root_id.in_(trees), Action.id.in_(trees)),
+            or_(
+                Invocation.outcome == status.DEADLOCKED,
+                and_(Invocation.settled_at.is_(None), Invocation.error_class == DEADLOCK_CLASS),
+            ),
+        )
+        .order_by(Invocation.id.desc())
+        .limit(20)
+    )
+    found: dict[int, list[Reason]] = {}
+    for invocation, parent_id in rows:
+        for action in actions:
+            if action.started_at is not None and invocation.created_at < action.started_at:
+                continue  # before an operator's retry reopened it
+            path = chain(session, action.id, parent_id)
+            if path is not None:
+                found.setdefault(action.id, []).append(_deadlock_reason(session, invocation, path))
+    return found
+
+
+def chain(session: Session, ancestor_id: int, action_id: int, depth: int = 100) -> list[int] | None:
+    """The actions from ``ancestor_id`` down to ``action_id`` through parent steps, or None
+    when ``action_id`` does not descend from (nor is) ``ancestor_id``."""
+    parents: dict[int, int] = {}
+    frontier = {action_id}
+    seen = {action_id}
+    for _ in range(depth):
+        if ancestor_id in frontier:
+            path = [ancestor_id]
+            while path[-1] != action_id:
+                path.append(parents[path[-1]])
+            return path
+        rows = session.execute(
+            select(step_actions.c.child_action_id, Step.action_id)
+            .join(Step, Step.id == step_actions.c.parent_step_id)
+            .where(step_actions.c.child_action_id.in_(frontier))
+        )
+        frontier = set()
+        for child, parent in rows:
+            if parent not in seen:
+                seen.add(parent)
+                parents[parent] = child
+                frontier.add(parent)
+        if not frontier:
+            return None
+    return None
+
+
+def _deadlock_reason(session: Session, invocation: Invocation, path: list[int]) -> Reason:
+    match = DEADLOCK_MESSAGE.search(invocation.error_message or "")
+    holder_id = int(match.group("holder")) if match else path[0]
+    key = match.group("key") if match else None
+    if holder_id in path:
+        path = path[path.index(holder_id) :]
+    names = {a.id: a for a in session.scalars(select(Action).where(Action.id.in_([*path, holder_id])))}
+    holder = names.get(holder_id)
+    parent = names.get(path[-1])
+    lane_text = f"lane {key}" if key is not None else "its own lane"
+    handled = invocation.outcome == status.DEADLOCKED
+    what = (
+        "it ended deadlocked, so the step waiting on it fails"
+        if handled
+        else "Deadlock is not handled, so it stays unadmitted and its step waits"
+    )
+    text = (
+        f"deadlock: {invocation.name} on {invocation.actor_type}/{invocation.actor_id}, started by action "
+        f"#{path[-1]} ({parent.name if parent else '?'}), would wait for {lane_text}, which its ancestor "
+        f"action #{holder_id} ({holder.name if holder else '?'}) holds ({what}); the cycle:"
+    )
+    links = [Link(names[i].name, i, names[i].status) if i in names else Link("?", i) for i in path]
+    links.append(Link(f"{invocation.name} (invocation #{invocation.id}, wants {lane_text})"))
+    if holder is not None:
+        links.append(Link(holder.name, holder.id, holder.status))
+    return Reason(
+        "deadlock", text, at=invocation.settled_at or invocation.created_at, links=links, joiner=" → "
+    )
+
+
+# --- naming ---------------------------------------------------------------------------------
+
+
+def definition_of(action: Action) -> Definition | None:
+    """The action's definition if this process knows it; reading never registers one."""
+    try:
+        cls = registry.actor_class(action.actor_type)
+    except EngineError:
+        return None
+    return registry.find(cls, action.name)
+
+
+def step_name(action: Action, index: int) -> str:
+    """``step 2 of 3 (launch)``: its number, and its function's name when the definition is
+    known in this process (the studio imports the actor modules of STEPWISE_IMPORTS)."""
+    definition = definition_of(action)
+    steps = definition.all_steps() if definition is not None else []
+    if index >= len(steps):
+        return f"step {index + 1}"
+    fn_name = getattr(steps[index], "__name__", "")
+    label = f" ({fn_name})" if fn_name and fn_name not in ("<lambda>", "default_step") else ""
+    return f"step {index + 1} of {len(steps)}{label}"
+
+
+def _max_attempts(action: Action) -> int | None:
+    definition = definition_of(action)
+    return definition.retry.max_attempts if definition is not None else None

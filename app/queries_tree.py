@@ -1,0 +1,599 @@
+"""The read model of the action page: one action's whole tree, its failure path, its
+timeline, its history and its errors. It only reads.
+
+A tree is loaded in a few queries whatever its size (issue 5: a 1,000-node tree in under
+300 ms): the actions of the tree (``root_id = :root OR id = :root``), their steps, the
+edges from those steps to their children, the children that belong to another tree (work
+shared by reuse, or a replacement queued by another tree), and the invocations that never
+became actions (waits, work skipped or refused before admission). The tree is then built
+in Python and flattened into rows, so templates render it with a loop, never recursion:
+a chain of a thousand actions renders like a bush of a thousand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import BigInteger, ColumnElement, Select, any_, bindparam, or_, select
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import Session, scoped_session
+
+from engine import status
+from engine.models import Action, ActionEvent, Invocation, Step, step_actions
+
+#: The studio passes Flask-SQLAlchemy's scoped session; tests pass a plain one.
+AnySession = Session | scoped_session[Any]
+
+#: Statuses of actions that make their parent step fail.
+FAILING: frozenset[str] = frozenset({status.FAILED, status.TIMED_OUT, status.CANCELLED, status.DEADLOCKED})
+
+#: Outcomes of invocations that failed before they became actions.
+FAILED_OUTCOMES: frozenset[str] = frozenset({"failed", "deadlocked", "cancelled"})
+
+#: Which failing child explains its parent's failure best: a failure before a timeout
+#: before a deadlock before a cancellation.
+CAUSE_RANK = {status.FAILED: 0, status.TIMED_OUT: 1, status.DEADLOCKED: 2, status.CANCELLED: 3}
+
+#: A tree this small opens every node; a bigger one opens the actions of its first
+#: OPEN_DEPTH levels (the root and its children), the failure path and the way to the
+#: action on the page.
+SMALL_TREE = 60
+OPEN_DEPTH = 2
+
+#: Events that carry an error (``error_class``, ``error_message``, ``traceback``).
+ERROR_EVENTS = (
+    "attempt_failed",
+    "step_failed",
+    "step_errored",
+    "callback_failed",
+    "completed",
+    "invocation_failed",
+    "invocation_deadlocked",
+)
+
+# The columns of each query, in the order of the fields of the dataclass built from a row.
+ACTION_COLUMNS: tuple[Any, ...] = (
+    Action.id,
+    Action.name,
+    Action.actor_type,
+    Action.actor_id,
+    Action.status,
+    Action.root_id,
+    Action.outbound,
+    Action.superseded_by_id,
+    Action.concurrency_key,
+    Action.current_step_index,
+    Action.created_at,
+    Action.started_at,
+    Action.completed_at,
+    Action.error_class,
+    Action.error_message,
+)
+
+STEP_COLUMNS: tuple[Any, ...] = (
+    Step.id,
+    Step.action_id,
+    Step.definition_index,
+    Step.status,
+    Step.attempt,
+    Step.retry_at,
+    Step.pending_actions_count,
+    Step.unsuccessful_actions_count,
+    Step.started_at,
+    Step.performed_at,
+    Step.completed_at,
+)
+
+INVOCATION_COLUMNS: tuple[Any, ...] = (
+    Invocation.id,
+    Invocation.kind,
+    Invocation.name,
+    Invocation.actor_type,
+    Invocation.actor_id,
+    Invocation.parent_step_id,
+    Invocation.outcome,
+    Invocation.error_class,
+    Invocation.error_message,
+    Invocation.created_at,
+    Invocation.due_at,
+    Invocation.settled_at,
+    Invocation.concluded_at,
+    Invocation.succeeded,
+)
+
+
+@dataclass(eq=False, slots=True)
+class Node:
+    """An action of the tree (or a child shared with another tree: ``foreign``)."""
+
+    id: int
+    name: str
+    actor_type: str
+    actor_id: str
+    status: str
+    root_id: int | None
+    outbound: bool
+    superseded_by_id: int | None
+    concurrency_key: str
+    current_step_index: int
+    created_at: datetime | None
+    started_at: datetime | None
+    completed_at: datetime | None
+    error_class: str | None
+    error_message: str | None
+    foreign: bool = False
+    steps: list[StepNode] = field(default_factory=list)
+
+    @property
+    def tree_id(self) -> int:
+        return self.root_id if self.root_id is not None else self.id
+
+    @property
+    def actor(self) -> str:
+        return f"{self.actor_type}/{self.actor_id}"
+
+    @property
+    def failing(self) -> bool:
+        return self.status in FAILING
+
+    @property
+    def branch(self) -> bool:
+        """Whether it has anything below it (children or invocations under its steps)."""
+        return any(s.children or s.invocations for s in self.steps)
+
+
+@dataclass(eq=False, slots=True)
+class StepNode:
+    id: int
+    action_id: int
+    definition_index: int
+    status: str
+    attempt: int
+    retry_at: datetime | None
+    pending_actions_count: int
+    unsuccessful_actions_count: int
+    started_at: datetime | None
+    performed_at: datetime | None
+    completed_at: datetime | None
+    children: list[int] = field(default_factory=list)
+    invocations: list[Unadmitted] = field(default_factory=list)
+
+    @property
+    def number(self) -> int:
+        return self.definition_index + 1
+
+    @property
+    def failing(self) -> bool:
+        return self.status == status.STEP_FAILED or self.unsuccessful_actions_count > 0
+
+
+@dataclass(eq=False, slots=True)
+class Unadmitted:
+    """An invocation under a step that is not an action: a wait, work skipped because it
+    was achieved, refused before admission (its ``before`` hook, a deadlock), or not yet
+    admitted."""
+
+    id: int
+    kind: str
+    name: str
+    actor_type: str
+    actor_id: str
+    parent_step_id: int
+    outcome: str | None
+    error_class: str | None
+    error_message: str | None
+    created_at: datetime | None
+    due_at: datetime | None
+    settled_at: datetime | None
+    concluded_at: datetime | None
+    succeeded: bool | None
+
+    @property
+    def actor(self) -> str:
+        return f"{self.actor_type}/{self.actor_id}"
+
+    @property
+    def failed(self) -> bool:
+        return self.kind == "action" and self.outcome in FAILED_OUTCOMES and self.succeeded is False
+
+    @property
+    def label(self) -> str:
+        """What became of it, in words."""
+        if self.kind == "wait":
+            return "waited" if self.concluded_at is not None else "waiting"
+        if self.outcome is None:
+            return "awaiting admission"
+        return {"skipped": "skipped (already achieved)", "cancelled": "cancelled before admission"}.get(
+            self.outcome, f"{self.outcome} before admission"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One token of the flattened tree: ``open``/``close`` an action with children,
+    ``leaf`` action, ``ref`` to an action already shown, ``step_open``/``step_close``/
+    ``step`` (a step without anything below it), ``invocation``."""
+
+    kind: str
+    depth: int
+    node: Node | None = None
+    step: StepNode | None = None
+    invocation: Unadmitted | None = None
+    open: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FailurePath:
+    """From the root down to the failing leaf: ``actions`` in order, the step of each that
+    failed (``steps[i]`` belongs to ``actions[i]``; None for the leaf when it failed
+    without a failing step), and ``invocation`` when the leaf is an invocation refused
+    before admission."""
+
+    actions: list[Node]
+    steps: list[StepNode | None]
+    invocation: Unadmitted | None = None
+
+    @property
+    def leaf(self) -> Node:
+        return self.actions[-1]
+
+    @property
+    def ids(self) -> frozenset[int]:
+        return frozenset(a.id for a in self.actions)
+
+
+@dataclass(eq=False)
+class Tree:
+    root_id: int
+    nodes: dict[int, Node]
+    steps: dict[int, StepNode]
+    #: Actions of the tree no edge leads to from the root (shown after it).
+    unreached: list[int] = field(default_factory=list)
+
+    @property
+    def root(self) -> Node:
+        return self.nodes[self.root_id]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def running(self) -> bool:
+        """Anything pending or performing, or an invocation still awaiting admission."""
+        return any(n.status in status.INCOMPLETE for n in self.nodes.values()) or any(
+            i.kind == "action" and i.settled_at is None for s in self.steps.values() for i in s.invocations
+        )
+
+    def parents(self) -> dict[int, int]:
+        """A parent action of each action below the root (the first edge found)."""
+        found: dict[int, int] = {}
+        for step in self.steps.values():
+            for child in step.children:
+                found.setdefault(child, step.action_id)
+        return found
+
+    def ancestors(self, action_id: int) -> list[int]:
+        """From the root down to ``action_id`` (included)."""
+        parents = self.parents()
+        path = [action_id]
+        while path[-1] in parents and parents[path[-1]] not in path:
+            path.append(parents[path[-1]])
+        return list(reversed(path))
+
+    def children(self, action_id: int) -> Iterator[tuple[StepNode, Node]]:
+        node = self.nodes.get(action_id)
+        for step in node.steps if node is not None else ():
+            for child in step.children:
+                yield step, self.nodes[child]
+
+    # --- the failure path -----------------------------------------------------------------
+
+    def failure_path(self) -> FailurePath | None:
+        """From the root, follow the failing step and its failing child that explains it,
+        down to the deepest failing action (or an invocation refused before admission).
+        None when nothing in the tree is failing."""
+        actions: list[Node] = []
+        steps: list[StepNode | None] = []
+        current: Node | None = self.root
+        invocation: Unadmitted | None = None
+        while current is not None and current.id not in {a.id for a in actions}:
+            actions.append(current)
+            step, child, refused = self.cause_below(current)
+            steps.append(step)
+            if refused is not None:
+                invocation = refused
+                break
+            current = child
+        leaf = actions[-1]
+        if invocation is None and not leaf.failing and not (steps[-1] and steps[-1].failing):
+            return None
+        return FailurePath(actions, steps, invocation)
+
+    def cause_below(self, node: Node) -> tuple[StepNode | None, Node | None, Unadmitted | None]:
+        """The failing step of ``node`` and the child (or refused invocation) that failed it."""
+        if node.foreign:
+            return None, None, None
+        failing_steps = [s for s in reversed(node.steps) if s.failing]
+        for step in failing_steps:
+            candidates: list[tuple[tuple[int, datetime, int], Node | Unadmitted]] = []
+            for child_id in step.children:
+                child = self.nodes[child_id]
+                if not child.failing:
+                    continue
+                # A cancelled child of a cancelled or timed-out action was most likely
+                # cancelled with it: it is not the cause.
+                if child.status == status.CANCELLED and node.status in (status.CANCELLED, status.TIMED_OUT):
+                    continue
+                rank = (CAUSE_RANK[child.status], child.completed_at or datetime.max, child.id)
+                candidates.append((rank, child))
+            for inv in step.invocations:
+                if inv.failed:
+                    outcome = inv.outcome or status.FAILED
+                    rank = (CAUSE_RANK.get(outcome, 0), inv.concluded_at or datetime.max, inv.id)
+                    candidates.append((rank, inv))
+            if candidates:
+                best = min(candidates, key=lambda c: c[0])[1]
+                if isinstance(best, Unadmitted):
+                    return step, None, best
+                return step, best, None
+        return (failing_steps[0] if failing_steps else None), None, None
+
+    # --- rendering ------------------------------------------------------------------------
+
+    def rows(self, *, expand: bool = False, keep_open: frozenset[int] = frozenset()) -> list[Row]:
+        """The tree flattened depth-first, iteratively. An action is open when ``expand``,
+        when the tree is small, near the root, or in ``keep_open``."""
+        expand = expand or len(self.nodes) <= SMALL_TREE
+        rows: list[Row] = []
+        shown: set[int] = set()
+        # The stack holds work items: ("node", id, depth) or a prepared closing Row.
+        stack: list[tuple[str, int, int] | Row] = [("node", i, 0) for i in reversed(self.unreached)]
+        stack.append(("node", self.root_id, 0))
+        while stack:
+            item = stack.pop()
+            if isinstance(item, Row):
+                rows.append(item)
+                continue
+            _, action_id, depth = item
+            node = self.nodes[action_id]
+            if action_id in shown:
+                rows.append(Row("ref", depth, node=node))
+                continue
+            shown.add(action_id)
+            if node.foreign or not node.branch:
+                rows.append(Row("leaf", depth, node=node))
+                continue
+            # Depths count steps too: an action's children are two levels below it.
+            is_open = expand or depth < 2 * OPEN_DEPTH or action_id in keep_open
+            rows.append(Row("open", depth, node=node, open=is_open))
+            pending: list[tuple[str, int, int] | Row] = []
+            for step in node.steps:
+                if not step.children and not step.invocations:
+                    pending.append(Row("step", depth + 1, step=step))
+                    continue
+                pending.append(Row("step_open", depth + 1, step=step))
+                pending.extend(("node", child, depth + 2) for child in step.children)
+                pending.extend(Row("invocation", depth + 2, invocation=i) for i in step.invocations)
+                pending.append(Row("step_close", depth + 1, step=step))
+            pending.append(Row("close", depth, node=node))
+            stack.extend(reversed(pending))
+        return rows
+
+
+def load_tree_of_root(session: AnySession, root_id: int) -> Tree | None:
+    """The tree whose root is ``root_id``, in four queries (five when a child is shared
+    with another tree), whatever its size. None when there is no such root."""
+    in_tree = or_(Action.root_id == root_id, Action.id == root_id)
+    nodes = {row.id: Node(*row) for row in session.execute(select(*ACTION_COLUMNS).where(in_tree))}
+    if root_id not in nodes:
+        return None
+    postgresql = session.get_bind().dialect.name == "postgresql"
+    steps: dict[int, StepNode] = {}
+    tree_ids = select(Action.id).where(in_tree)
+    for step_row in session.execute(
+        select(*STEP_COLUMNS)
+        .where(among(Step.action_id, list(nodes), tree_ids, postgresql))
+        .order_by(Step.action_id, Step.definition_index)
+    ):
+        step = StepNode(*step_row)
+        steps[step.id] = step
+        nodes[step.action_id].steps.append(step)
+    if steps:
+        tree_steps = select(Step.id).where(Step.action_id.in_(tree_ids))
+        edges = session.execute(
+            select(step_actions.c.parent_step_id, step_actions.c.child_action_id)
+            .where(among(step_actions.c.parent_step_id, list(steps), tree_steps, postgresql))
+            .order_by(step_actions.c.parent_step_id, step_actions.c.child_action_id)
+        ).all()
+        outside = {child for _, child in edges if child not in nodes}
+        if outside:
+            for shared in session.execute(select(*ACTION_COLUMNS).where(Action.id.in_(sorted(outside)))):
+                nodes[shared.id] = node = Node(*shared)
+                node.foreign = True
+        for step_id, child in edges:
+            steps[step_id].children.append(child)
+        # On SQLite, "action_id + 0" keeps the planner on the parent step's index rather
+        # than the index of every invocation without an action (all the waits ever made).
+        unadmitted = Invocation.action_id if postgresql else Invocation.action_id + 0
+        for invocation_row in session.execute(
+            select(*INVOCATION_COLUMNS)
+            .where(
+                among(Invocation.parent_step_id, list(steps), tree_steps, postgresql), unadmitted.is_(None)
+            )
+            .order_by(Invocation.id)
+        ):
+            invocation = Unadmitted(*invocation_row)
+            steps[invocation.parent_step_id].invocations.append(invocation)
+    tree = Tree(root_id, nodes, steps)
+    reached = {root_id} | {c for s in steps.values() for c in s.children}
+    tree.unreached = sorted(i for i, n in nodes.items() if i not in reached and not n.foreign)
+    return tree
+
+
+def among(column: Any, ids: list[int], subquery: Select[Any], postgresql: bool) -> ColumnElement[bool]:
+    """``column`` is one of ``ids``. PostgreSQL gets the ids as one array parameter, so
+    it plans with their true number (an index scan), whereas a subquery's rows would be
+    estimated from the statistics of ``root_id`` and could turn into a scan of the whole
+    table. SQLite, whose planner prefers indexes anyway, gets the subquery that found
+    them (no limit on the number of parameters)."""
+    if postgresql:
+        return cast(ColumnElement[bool], column == any_(bindparam(None, ids, type_=ARRAY(BigInteger))))
+    return cast(ColumnElement[bool], column.in_(subquery))
+
+
+# --- the timeline ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """A row of the timeline: offsets and widths in percent of the timeline's span."""
+
+    kind: str  # "step" or "child"
+    label: str
+    status: str
+    start: datetime | None
+    end: datetime | None
+    left: float
+    width: float
+    running: bool
+    queued: float = 0.0  # the part before it started (pending), in percent, left of ``left``
+    action_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    origin: datetime
+    end: datetime
+    bars: list[Bar]
+    more: int = 0
+
+    @property
+    def span_seconds(self) -> float:
+        return max((self.end - self.origin).total_seconds(), 0.0)
+
+
+def timeline(tree: Tree, action_id: int, now: datetime, limit: int = 200) -> Timeline | None:
+    """The steps of ``action_id`` and the children of each, as bars relative to the start
+    of the root (its creation when it has not started)."""
+    node = tree.nodes.get(action_id)
+    root = tree.root
+    origin = root.started_at or root.created_at
+    if node is None or origin is None:
+        return None
+    spans: list[tuple[str, str, str, datetime | None, datetime | None, datetime | None, int | None]] = []
+    for step in node.steps:
+        spans.append(
+            ("step", f"step {step.number}", step.status, None, step.started_at, step.completed_at, None)
+        )
+        for child_id in step.children:
+            child = tree.nodes[child_id]
+            label = f"#{child.id} {child.name}"
+            spans.append(
+                (
+                    "child",
+                    label,
+                    child.status,
+                    child.created_at,
+                    child.started_at,
+                    child.completed_at,
+                    child.id,
+                )
+            )
+    if not spans:
+        return None
+    more = max(0, len(spans) - limit)
+    spans = spans[:limit]
+    ends = [s[5] or now for s in spans] + [origin]
+    end = max(ends)
+    total = max((end - origin).total_seconds(), 1e-6)
+
+    def pct(t: datetime | None) -> float:
+        if t is None:
+            return 0.0
+        return min(100.0, max(0.0, (t - origin).total_seconds() / total * 100))
+
+    bars = []
+    for kind, label, state, queued_at, started, completed, bar_action in spans:
+        begin = started or queued_at
+        left = pct(started) if started else pct(queued_at)
+        right = pct(completed or now) if begin is not None else left
+        queued = max(0.0, pct(started) - pct(queued_at)) if started and queued_at else 0.0
+        bars.append(
+            Bar(
+                kind=kind,
+                label=label,
+                status=state,
+                start=started,
+                end=completed,
+                left=left,
+                width=max(right - left, 0.4),
+                running=completed is None,
+                queued=queued,
+                action_id=bar_action,
+            )
+        )
+    return Timeline(origin, end, bars, more)
+
+
+# --- history and errors --------------------------------------------------------------------
+
+
+def history(
+    session: AnySession,
+    *,
+    action_id: int,
+    tree_id: int,
+    whole_tree: bool,
+    before: int | None,
+    limit: int = 100,
+) -> tuple[list[ActionEvent], int | None]:
+    """The newest ``limit`` events of the action (or of its whole tree) older than event
+    ``before``, newest first, and the id to pass as ``before`` for the next page (keyset)."""
+    query = select(ActionEvent)
+    if whole_tree:
+        query = query.where(ActionEvent.root_id == tree_id)
+    else:
+        query = query.where(ActionEvent.action_id == action_id)
+    if before is not None:
+        query = query.where(ActionEvent.id < before)
+    events = list(session.scalars(query.order_by(ActionEvent.id.desc()).limit(limit + 1)))
+    older: int | None = events[limit - 1].id if len(events) > limit else None
+    return events[:limit], older
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError:
+    event: ActionEvent
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.event.data or {}
+
+    @property
+    def error_class(self) -> str:
+        return str(self.data.get("error_class", ""))
+
+    @property
+    def message(self) -> str:
+        return str(self.data.get("error_message", ""))
+
+    @property
+    def traceback(self) -> str | None:
+        value = self.data.get("traceback")
+        return str(value) if value else None
+
+
+def attempt_errors(session: AnySession, action_id: int, limit: int = 200) -> list[AttemptError]:
+    """Every error recorded in the action's history, oldest first: each failed attempt of a
+    step, a failed step, a failed callback, a child refused before admission, and the
+    completion that carried an error."""
+    events = session.scalars(
+        select(ActionEvent)
+        .where(ActionEvent.action_id == action_id, ActionEvent.event.in_(ERROR_EVENTS))
+        .order_by(ActionEvent.id)
+        .limit(limit)
+    )
+    return [AttemptError(e) for e in events if (e.data or {}).get("error_class")]
