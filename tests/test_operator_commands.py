@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
@@ -293,3 +294,29 @@ def test_bulk_cancel_and_retry_cover_ten_thousand_actions_in_batches_with_one_au
 
     again = commands.bulk("retry", commands.ActionFilter(status="failed"), by="henry")
     assert (again.total, again.done) == (0, 0)
+
+
+def test_a_bulk_command_that_breaks_off_says_so_in_its_audit_entry(
+    session: Session, car: Car, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batches done stay done; the entry is finished with result "error" and the reason."""
+    seed_actions(session, 30, status="performing", outbound=True)
+    bulk_module = commands.bulk_module
+
+    real_apply = bulk_module.apply
+    calls = {"n": 0}
+
+    def breaks_on_the_second_batch(*args: object) -> int:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("database went away")
+        return real_apply(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bulk_module, "apply", breaks_on_the_second_batch)
+    with pytest.raises(RuntimeError, match="database went away"):
+        commands.bulk("cancel", commands.ActionFilter(status="performing"), by="ivy", batch_size=10)
+
+    entry = session.scalars(select(AuditEntry)).one()
+    assert (entry.result, entry.done, entry.total) == ("error", 10, 30)
+    assert entry.finished_at is not None and entry.data["error"] == "RuntimeError: database went away"
+    assert session.scalar(select(func.count()).where(Action.status == "cancelled")) == 10

@@ -131,18 +131,29 @@ def bulk(
         if on_start is not None:
             on_start(entry)
         last_id = 0
-        while True:
-            ids = session.scalars(
-                matching.where(Action.id > last_id).order_by(Action.id).limit(batch_size)
-            ).all()
-            if not ids:
-                break
-
-            db.retrying(session, partial(apply, session, command, list(ids), eligible, entry_id, by, reason))
-            dispatch_ready(session)
-            last_id = ids[-1]
-            if on_progress is not None:
-                on_progress(session.get(AuditEntry, entry_id, populate_existing=True))  # type: ignore[arg-type]
+        try:
+            while True:
+                ids = session.scalars(
+                    matching.where(Action.id > last_id).order_by(Action.id).limit(batch_size)
+                ).all()
+                if not ids:
+                    break
+                batch = partial(apply, session, command, list(ids), eligible, entry_id, by, reason)
+                db.retrying(session, batch)
+                dispatch_ready(session)
+                last_id = ids[-1]
+                if on_progress is not None:
+                    on_progress(session.get(AuditEntry, entry_id, populate_existing=True))  # type: ignore[arg-type]
+        except Exception as error:
+            # The batches done so far stay done; the audit says where and why it stopped.
+            session.rollback()
+            stopped = session.get(AuditEntry, entry_id, populate_existing=True)
+            assert stopped is not None
+            stopped.finished_at = clock.now()
+            stopped.result = "error"
+            stopped.data = {**stopped.data, "error": f"{type(error).__name__}: {error}"}
+            session.commit()
+            raise
         entry = session.get(AuditEntry, entry_id, populate_existing=True)  # type: ignore[assignment]
         entry.finished_at = clock.now()
         entry.result = "done"
