@@ -26,7 +26,7 @@ from engine import clock, commands, history, status
 from engine.commands import CommandResult
 from engine.models import Action
 
-from .. import queries_tree, users
+from .. import queries_timeline, queries_tree, users
 from ..auth import current_user, requires
 from ..database import db
 from ..views import command_response, is_htmx, render
@@ -87,7 +87,7 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
     expand = args.get("expand") == "all"
     whole_tree = args.get("history") == "tree"
     before = _int(args.get("before"))
-    events, older = queries_tree.history(
+    events, older = queries_timeline.history(
         session, action_id=action.id, tree_id=action.tree_id, whole_tree=whole_tree, before=before
     )
     leaf_traceback = None
@@ -110,8 +110,8 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         "replaced": sorted(
             (n for n in tree.nodes.values() if n.superseded_by_id == action.id), key=lambda n: n.id
         ),
-        "timeline": queries_tree.timeline(tree, action.id, now),
-        "errors": queries_tree.attempt_errors(session, action.id),
+        "timeline": queries_timeline.timeline(tree, action.id, now),
+        "errors": queries_timeline.attempt_errors(session, action.id),
         "events": events,
         "older": older,
         "whole_tree": whole_tree,

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_tree
+from app import queries_timeline, queries_tree
 from engine import testing
 from engine.models import Action, Step
 from engine.retry import RetryPolicy
@@ -281,10 +281,10 @@ def test_the_history_shows_events_with_cause_and_by_for_the_action_or_its_whole_
 def test_the_history_is_paged_by_keyset(session: Session, car: Car) -> None:
     root, _ = waiting_order(session, car)
 
-    first, older = queries_tree.history(
+    first, older = queries_timeline.history(
         session, action_id=root.id, tree_id=root.id, whole_tree=True, before=None, limit=3
     )
-    second, _ = queries_tree.history(
+    second, _ = queries_timeline.history(
         session, action_id=root.id, tree_id=root.id, whole_tree=True, before=older, limit=3
     )
 
