@@ -8,17 +8,16 @@ lanes on the page only, through the indexes of engine/action.py, step.py and inv
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from engine import clock, registry, status, sweeper
 from engine.definition import Definition
 from engine.errors import EngineError
-from engine.models import Action, Invocation, Performance, Step, step_actions
+from engine.models import Action, Invocation, Performance, Step
 
 from .views import timestamp
 
@@ -29,11 +28,6 @@ CHILDREN_SHOWN = 5
 #: The highest code point: ``key >= p AND key < p + KEY_END`` is the prefix ``p`` as a range
 #: of the unique index on the key (a LIKE 'p%' would not use it on SQLite).
 KEY_END = "\U0010ffff"
-DEADLOCK_CLASS = "engine.errors.Deadlock"
-#: The engine's Deadlock message names the lane and the ancestor holding it.
-DEADLOCK_MESSAGE = re.compile(
-    r"would wait for lane (?P<q>['\"])(?P<key>.*)(?P=q), held by its ancestor action (?P<holder>\d+)"
-)
 
 
 @dataclass
@@ -175,7 +169,9 @@ def explain(session: Session, performances: list[Performance]) -> list[Lane]:
     waiting = [s for s in steps.values() if _waits_on_children(s)]
     children = _children(session, [s.id for s in waiting])
     waiting_actions = [currents[s.action_id] for s in waiting if s.action_id in currents]
-    deadlocks = _deadlocks(session, waiting_actions)
+    from .queries_deadlocks import deadlocks_among
+
+    deadlocks = deadlocks_among(session, waiting_actions)
 
     result: list[Lane] = []
     for performance in performances:
@@ -362,100 +358,6 @@ def _timeout(action: Action) -> list[Reason]:
             at=deadline,
         )
     ]
-
-
-# --- deadlocks ------------------------------------------------------------------------------
-
-
-def _deadlocks(session: Session, actions: list[Action]) -> dict[int, list[Reason]]:
-    """Deadlocks under each action since it (re)started: invocations below it that would
-    wait for a lane held by their own ancestor. A handled one ended ``deadlocked`` and fails
-    the steps above it; an unhandled one stays unadmitted, the Deadlock stored on it, and
-    its step waits for ever."""
-    if not actions:
-        return {}
-    trees = {a.tree_id for a in actions}
-    rows = session.execute(
-        select(Invocation, Step.action_id)
-        .join(Step, Step.id == Invocation.parent_step_id)
-        .join(Action, Action.id == Step.action_id)
-        .where(
-            or_(Action.root_id.in_(trees), Action.id.in_(trees)),
-            or_(
-                Invocation.outcome == status.DEADLOCKED,
-                and_(Invocation.settled_at.is_(None), Invocation.error_class == DEADLOCK_CLASS),
-            ),
-        )
-        .order_by(Invocation.id.desc())
-        .limit(20)
-    )
-    found: dict[int, list[Reason]] = {}
-    for invocation, parent_id in rows:
-        for action in actions:
-            if action.started_at is not None and invocation.created_at < action.started_at:
-                continue  # before an operator's retry reopened it
-            path = chain(session, action.id, parent_id)
-            if path is not None:
-                found.setdefault(action.id, []).append(_deadlock_reason(session, invocation, path))
-    return found
-
-
-def chain(session: Session, ancestor_id: int, action_id: int, depth: int = 100) -> list[int] | None:
-    """The actions from ``ancestor_id`` down to ``action_id`` through parent steps, or None
-    when ``action_id`` does not descend from (nor is) ``ancestor_id``."""
-    parents: dict[int, int] = {}
-    frontier = {action_id}
-    seen = {action_id}
-    for _ in range(depth):
-        if ancestor_id in frontier:
-            path = [ancestor_id]
-            while path[-1] != action_id:
-                path.append(parents[path[-1]])
-            return path
-        rows = session.execute(
-            select(step_actions.c.child_action_id, Step.action_id)
-            .join(Step, Step.id == step_actions.c.parent_step_id)
-            .where(step_actions.c.child_action_id.in_(frontier))
-        )
-        frontier = set()
-        for child, parent in rows:
-            if parent not in seen:
-                seen.add(parent)
-                parents[parent] = child
-                frontier.add(parent)
-        if not frontier:
-            return None
-    return None
-
-
-def _deadlock_reason(session: Session, invocation: Invocation, path: list[int]) -> Reason:
-    match = DEADLOCK_MESSAGE.search(invocation.error_message or "")
-    holder_id = int(match.group("holder")) if match else path[0]
-    key = match.group("key") if match else None
-    if holder_id in path:
-        path = path[path.index(holder_id) :]
-    names = {a.id: a for a in session.scalars(select(Action).where(Action.id.in_([*path, holder_id])))}
-    holder = names.get(holder_id)
-    parent = names.get(path[-1])
-    lane_text = f"lane {key}" if key is not None else "its own lane"
-    handled = invocation.outcome == status.DEADLOCKED
-    what = (
-        "it ended deadlocked, so the step waiting on it fails"
-        if handled
-        else "Deadlock is not handled, so it stays unadmitted and its step waits"
-    )
-    text = (
-        f"deadlock: {invocation.name} on {invocation.actor_type}/{invocation.actor_id}, started by action "
-        f"#{path[-1]} ({parent.name if parent else '?'}), would wait for {lane_text}, which its ancestor "
-        f"action #{holder_id} ({holder.name if holder else '?'}) holds ({what}); the cycle:"
-    )
-    links = [Link(names[i].name, i, names[i].status) if i in names else Link("?", i) for i in path]
-    links.append(Link(f"{invocation.name} (invocation #{invocation.id}, wants {lane_text})"))
-    if holder is not None:
-        links.append(Link(holder.name, holder.id, holder.status))
-    return Reason(
-        "deadlock", text, at=invocation.settled_at or invocation.created_at, links=links, joiner=" → "
-    )
 
 
 # --- naming ---------------------------------------------------------------------------------
