@@ -9,40 +9,19 @@ with a literal name are known; any other name is "dynamic". Nothing is run.
 
 from __future__ import annotations
 
-import ast
 import inspect
 import re
-import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import lru_cache
 from typing import Any
 
 from engine import registry
 from engine.definition import Definition
 from engine.retry import NO_RETRY, RetryPolicy
 
+from .step_source import Call, callable_name, source_of, step_calls
 from .views import duration
-
-#: Longest source text shown for a key or checksum callable.
-SOURCE_SHOWN = 120
-
-
-@dataclass(frozen=True)
-class Call:
-    """A child action a step calls (``name`` None: dynamic, only ``expression`` is known)."""
-
-    name: str | None
-    expression: str
-    #: The actors it runs on, for ``step.on(actors, ...)`` or ``step.do(other.name)``; None:
-    #: the step's own actor.
-    on: str | None = None
-    #: Inside a loop (maybe many), or under a condition (maybe none).
-    repeated: bool = False
-    conditional: bool = False
-    #: ``on`` names the step's own actor (``step.on([car], ...)``): its class is known.
-    own_actor: bool = False
 
 
 @dataclass
@@ -198,149 +177,6 @@ def resolve(definition: Definition, call: Call) -> Child:
     return Child(call)
 
 
-def step_calls(fn: Callable[..., Any]) -> tuple[list[Call], list[str]] | None:
-    """The child actions and waits a step function's source starts, or None when its source
-    cannot be read."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return None
-    return _step_calls(code)
-
-
-@lru_cache(maxsize=1024)
-def _step_calls(code: Any) -> tuple[list[Call], list[str]] | None:
-    node = _function_node(code)
-    if node is None:
-        return None
-    params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
-    if len(params) < 2:
-        return [], []
-    finder = _CallFinder(actor=params[0], step=params[1])
-    for statement in node.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else [node.body]:
-        finder.visit(statement)
-    return finder.calls, finder.waits
-
-
-FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
-
-
-def _function_node(code: Any) -> FunctionNode | None:
-    """The AST of the function compiled to ``code``, from its source file."""
-    try:
-        lines, _ = inspect.getsourcelines(code)
-    except (OSError, TypeError):
-        return None
-    source = textwrap.dedent("".join(lines))
-    if code.co_name == "<lambda>":
-        return _lambda_node(source, code)
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == code.co_name:
-            return node
-    return None
-
-
-def _lambda_node(source: str, code: Any) -> ast.Lambda | None:
-    """The lambda with ``code``'s parameters in ``source``, which may be a fragment of a
-    statement (``checksum=lambda car, place: place,``): the longest text from a ``lambda``
-    keyword, ending before a delimiter, that parses as that lambda."""
-    params = list(code.co_varnames[: code.co_argcount])
-    for match in re.finditer(r"\blambda\b", source):
-        tail = source[match.start() : match.start() + 2000]
-        ends = [len(tail), *(i for i, char in enumerate(tail) if char in ",)]}\n")]
-        for end in sorted(set(ends), reverse=True)[:400]:
-            try:
-                node = ast.parse(tail[:end].strip(), mode="eval").body
-            except SyntaxError:
-                continue
-            if isinstance(node, ast.Lambda) and [a.arg for a in node.args.args] == params:
-                return node
-    return None
-
-
-class _CallFinder(ast.NodeVisitor):
-    def __init__(self, actor: str, step: str) -> None:
-        self.actor = actor
-        self.step = step
-        self.calls: list[Call] = []
-        self.waits: list[str] = []
-        self._loops = 0
-        self._conditions = 0
-
-    def _nested(self, node: ast.AST, attr: str) -> None:
-        setattr(self, attr, getattr(self, attr) + 1)
-        self.generic_visit(node)
-        setattr(self, attr, getattr(self, attr) - 1)
-
-    def visit_For(self, node: ast.For) -> None:
-        self._nested(node, "_loops")
-
-    visit_AsyncFor = visit_For  # type: ignore[assignment]
-    visit_While = visit_For  # type: ignore[assignment]
-    visit_ListComp = visit_For  # type: ignore[assignment]
-    visit_SetComp = visit_For  # type: ignore[assignment]
-    visit_GeneratorExp = visit_For  # type: ignore[assignment]
-    visit_DictComp = visit_For  # type: ignore[assignment]
-
-    def visit_If(self, node: ast.If) -> None:
-        self._nested(node, "_conditions")
-
-    visit_IfExp = visit_If  # type: ignore[assignment]
-    visit_Try = visit_If  # type: ignore[assignment]
-    visit_Match = visit_If  # type: ignore[assignment]
-
-    def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
-        if (
-            isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and func.value.id == self.step
-        ):
-            if func.attr == "do" and node.args:
-                self.calls.append(self._do(node, node.args[0]))
-            elif func.attr == "on" and len(node.args) >= 2:
-                self.calls.append(self._on(node))
-            elif func.attr == "wait" and node.args:
-                self.waits.append(ast.unparse(node.args[0]))
-        self.generic_visit(node)
-
-    def _call(self, node: ast.Call, name: str | None, on: ast.expr | None) -> Call:
-        return Call(
-            name,
-            ast.unparse(node),
-            ast.unparse(on) if on is not None else None,
-            self._loops > 0,
-            self._conditions > 0,
-            on is not None and self._is_actor(on),
-        )
-
-    def _is_actor(self, node: ast.expr) -> bool:
-        """The step's own actor, alone or in a literal list of it."""
-        if isinstance(node, ast.List | ast.Tuple | ast.Set):
-            return bool(node.elts) and all(self._is_actor(e) for e in node.elts)
-        return isinstance(node, ast.Name) and node.id == self.actor
-
-    def _do(self, node: ast.Call, target: ast.expr) -> Call:
-        if isinstance(target, ast.Constant) and isinstance(target.value, str):
-            return self._call(node, target.value, None)
-        if isinstance(target, ast.Attribute):
-            owner = target.value
-            mine = isinstance(owner, ast.Name) and owner.id == self.actor
-            return self._call(node, target.attr, None if mine else owner)
-        return self._call(node, None, None)
-
-    def _on(self, node: ast.Call) -> Call:
-        actors, target = node.args[0], node.args[1]
-        if isinstance(target, ast.Constant) and isinstance(target.value, str):
-            return self._call(node, target.value, actors)
-        if isinstance(target, ast.Attribute):
-            return self._call(node, target.attr, actors)
-        return self._call(node, None, actors)
-
-
 # --- options --------------------------------------------------------------------------------
 
 
@@ -404,35 +240,7 @@ def retry_option(policy: RetryPolicy) -> str:
     return text
 
 
-def source_of(fn: Callable[..., Any]) -> str:
-    """A callable option as its source (a lambda) or its name (a function)."""
-    code = getattr(fn, "__code__", None)
-    if code is not None and code.co_name == "<lambda>":
-        return _lambda_source(code)
-    return f"{callable_name(fn)}(actor, *arguments)"
-
-
-@lru_cache(maxsize=1024)
-def _lambda_source(code: Any) -> str:
-    try:
-        lines, _ = inspect.getsourcelines(code)
-    except (OSError, TypeError):
-        return "a lambda"
-    node = _lambda_node(textwrap.dedent("".join(lines)), code)
-    if node is None:
-        return "a lambda"
-    text = ast.unparse(node)
-    return text if len(text) <= SOURCE_SHOWN else text[: SOURCE_SHOWN - 1] + "…"
-
-
 # --- naming ---------------------------------------------------------------------------------
-
-
-def callable_name(fn: Any) -> str:
-    if fn is None:
-        return "—"
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
-    return str(name).replace(".<locals>", "")
 
 
 def where(fn: Any) -> str | None:
