@@ -1,7 +1,9 @@
 """History: the append-only event log of every action.
 
 Every state change lands here with its cause (invariant 7): the data behind the studio's
-trace and timeline. Events are plain inserts batched with the transaction's flush.
+trace and timeline. A transaction's events are kept in its session and written together,
+in one multi-row INSERT, just before it commits (or earlier, by ``write_pending``); a
+rollback drops them with the rest of the transaction.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import JSON, BigInteger, Index, String
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy import JSON, BigInteger, Index, String, event, insert
+from sqlalchemy.orm import Mapped, Session, SessionTransaction, mapped_column
 
 from . import clock
 from .db import Base, Id
@@ -66,20 +68,24 @@ def record(
     invocation_id: int | None = None,
     step_id: int | None = None,
     **data: Any,
-) -> ActionEvent:
-    """Append one event to ``action``'s history and log one line for it."""
-    entry = ActionEvent(
-        action_id=action.id if action is not None else None,
-        root_id=action.tree_id if action is not None else None,
-        invocation_id=invocation_id,
-        step_id=step_id,
-        event=event,
-        cause=cause,
-        by=by,
-        at=clock.now(),
-        data=data,
-    )
-    session.add(entry)
+) -> None:
+    """Append one event to ``action``'s history (written when the transaction commits) and
+    log one line for it."""
+    entry = {
+        "action_id": action.id if action is not None else None,
+        "root_id": action.tree_id if action is not None else None,
+        "invocation_id": invocation_id,
+        "step_id": step_id,
+        "event": event,
+        "cause": cause,
+        "by": by,
+        "at": clock.now(),
+        "data": data,
+    }
+    pending = session.info.get(_PENDING)
+    if pending is None:
+        pending = session.info[_PENDING] = []
+    pending.append(entry)
     if action is not None:
         log.info(
             "%s action=%s name=%s actor=%s/%s cause=%s %s",
@@ -93,4 +99,24 @@ def record(
         )
     else:
         log.info("%s invocation=%s cause=%s %s", event, invocation_id, cause, data or "")
-    return entry
+
+
+_PENDING = "stepwise.history"
+
+
+def write_pending(session: Session) -> None:
+    """Write the events recorded in this transaction so far, in one statement."""
+    pending = session.info.pop(_PENDING, None)
+    if pending:
+        session.execute(insert(ActionEvent), pending)
+
+
+@event.listens_for(Session, "before_commit")
+def _write_before_commit(session: Session) -> None:
+    write_pending(session)
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _drop_at_end(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:  # rolled back or closed: its events go with it
+        session.info.pop(_PENDING, None)
