@@ -266,16 +266,16 @@ def descendant_of(action: Action, ancestor: Action) -> bool:
     return ancestors_include(session, {p.action_id for p in action.parent_steps}, ancestor.id)
 
 
-def perform(session: Session, action: Action, cause: str = history.WORKER) -> None:
+def perform(session: Session, action: Action, cause: str = history.WORKER, **values: Any) -> None:
     """pending -> performing: start the clock, erase achievements under its key, and create
-    its current step (run after commit)."""
+    its current step (run after commit). ``values`` are written with the status."""
     from . import broker, jobs
     from .step import open_step, resume_step
 
     reopened = action.started_at is not None
     now = clock.now()
     deadline = now + timedelta(seconds=action.timeout_seconds) if action.timeout_seconds else None
-    if not write_status(session, action, status.PERFORMING, started_at=now, deadline_at=deadline):
+    if not write_status(session, action, status.PERFORMING, started_at=now, deadline_at=deadline, **values):
         raise InvalidTransition(f"action {action.id} is {action.status}, not pending")
     # The achievement records the last known good state of what the key stands for;
     # starting new work on the key makes that state unknown.
@@ -297,18 +297,18 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
 
     # Under the lane's lock, read the status afresh: a timeout or an outside completion
     # may have completed the action while its step body ran.
-    performance.lock(session, action.concurrency_key)
+    lane = performance.lock(session, action.concurrency_key)
     session.refresh(action, ["status"])
     if action.status != status.PERFORMING:
         return
     if step.status == status.STEP_FAILED:
-        performance.complete_action(session, action, status.FAILED)
+        performance.complete_action(session, action, status.FAILED, locked=(lane,))
     elif len(action.definition.all_steps()) > action.current_step_index + 1:
         action.current_step_index += 1
         action.store_arguments()
         open_step(session, action)
     elif not action.outbound:
-        performance.complete_action(session, action, status.SUCCEEDED)
+        performance.complete_action(session, action, status.SUCCEEDED, locked=(lane,))
     else:
         history.record(session, action, "awaiting_completion")
 
@@ -336,10 +336,12 @@ def finalize(
     by: str | None = None,
     error: BaseException | None = None,
     note: str | None = None,
+    open_steps: bool = True,
 ) -> bool:
     """Complete ``action`` with status ``to`` once: run its after-callbacks, leave its lane,
-    grant its achievement, and conclude the parent steps waiting on it. False when the
-    action was already completed (nothing changes then)."""
+    close its unperformed steps (``open_steps=False``: it has none), grant its achievement,
+    and conclude the parent steps waiting on it. False when the action was already
+    completed (nothing changes then)."""
     from .step import conclude_waiters
 
     if to not in status.COMPLETIONS:
@@ -357,7 +359,8 @@ def finalize(
     if error is not None:
         data.update(error_data(error))
     history.record(session, action, "completed", cause=cause, by=by, **data)
-    close_unperformed_steps(session, action)
+    if open_steps:
+        close_unperformed_steps(session, action)
     if action.succeeded_including_callbacks and action.checksum:
         achievement.grant(session, action.checksum_key, action.checksum, action.id)
     conclude_waiters(session, action)

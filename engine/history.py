@@ -108,7 +108,7 @@ def write_pending(session: Session) -> None:
     """Write the events recorded in this transaction so far, in one statement."""
     pending = session.info.pop(_PENDING, None)
     if pending:
-        session.execute(insert(ActionEvent), pending)
+        session.connection().execute(insert(ActionEvent.__table__), pending)
 
 
 @event.listens_for(Session, "before_commit")

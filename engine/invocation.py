@@ -235,7 +235,7 @@ def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | N
     candidate.checksum = definition.checksum_value(actor, candidate.arguments)
     from .performance import obtain_for
 
-    result = obtain_for(session, candidate, invocation)
+    result = obtain_for(session, candidate, invocation, parent_action)
     if result is candidate and candidate.id is not None:
         _settle(session, invocation, "admitted", candidate)
     return result
@@ -246,8 +246,9 @@ def _parent_action(session: Session, invocation: Invocation) -> Action | None:
         return None
     from .step import Step
 
-    step = session.get(Step, invocation.parent_step_id)
-    return session.get(Action, step.action_id) if step is not None else None
+    return session.scalars(
+        select(Action).join(Step, Step.action_id == Action.id).where(Step.id == invocation.parent_step_id)
+    ).one_or_none()
 
 
 def _settle(session: Session, invocation: Invocation, outcome: str, action: Action | None) -> None:

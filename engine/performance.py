@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy import BigInteger, Index, String, select, text, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Mapped, Session, make_transient, mapped_column, relationship
 
-from . import achievement, history, status
+from . import achievement, clock, history, status
 from .action import Action, finalize, perform, write_status
 from .db import Base, Id, Timestamps
 
@@ -90,15 +91,38 @@ def lane_actions(session: Session, lane: Performance) -> list[Action]:
     )
 
 
+def create(session: Session, founder: Action) -> int | None:
+    """Open the lane of ``founder``'s key with ``founder`` current: the new lane's id, or
+    None when another transaction opened that lane first (PostgreSQL waits for it to
+    commit; SQLite's single writer never gets here twice)."""
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    now = clock.now()
+    return session.scalar(
+        insert(Performance)
+        .values(
+            concurrency_key=founder.concurrency_key,
+            action_id=founder.id,
+            outbound_complete_key=founder.tenancy_key if founder.outbound else None,
+            created_at=now,
+            updated_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["concurrency_key"])
+        .returning(Performance.id)
+    )
+
+
 def set_current(lane: Performance, action: Action) -> None:
     lane.action_id = action.id
     lane.outbound_complete_key = action.tenancy_key if action.outbound else None
 
 
-def obtain_for(session: Session, candidate: Action, invocation: Invocation) -> Action:
-    """Admit ``candidate`` to its lane: skip it, deadlock it, attach it to the same work,
-    or queue it (superseding older queued work). Returns the admitted or reused action,
-    or the unsaved candidate with its final status."""
+def obtain_for(
+    session: Session, candidate: Action, invocation: Invocation, parent_action: Action | None = None
+) -> Action:
+    """Admit ``candidate`` (invoked by a step of ``parent_action``, if any) to its lane: skip
+    it, deadlock it, attach it to the same work, or queue it (superseding older queued
+    work). Returns the admitted or reused action, or the unsaved candidate with its final
+    status."""
     from .invocation import attach, settle_unadmitted
 
     key = candidate.concurrency_key
@@ -109,28 +133,24 @@ def obtain_for(session: Session, candidate: Action, invocation: Invocation) -> A
             invocation.checksum_key = candidate.checksum_key
             return settle_unadmitted(session, invocation, candidate, "skipped")
         if lane is None:
-            try:
-                with session.begin_nested():
-                    session.add(candidate)
-                    session.flush()
-                    lane = Performance(concurrency_key=key, action_id=candidate.id)
-                    session.add(lane)
-                    session.flush()
-            except IntegrityError:
-                continue  # another admission created the lane first: lock it and share it
-            candidate.performance_id = lane.id
-            set_current(lane, candidate)
+            session.add(candidate)
             session.flush()
+            lane_id = create(session, candidate)
+            if lane_id is None:
+                # Another admission created the lane first: lock it and share it.
+                session.delete(candidate)
+                session.flush()
+                make_transient(candidate)
+                candidate.id = None
+                continue
             history.record(session, candidate, "admitted", lane=key, invocation_id=invocation.id)
-            perform(session, candidate)
+            perform(session, candidate, performance_id=lane_id)
             return candidate
         current = session.get(Action, lane.action_id, populate_existing=True)
-        if current is not None and invocation.parent_step_id is not None:
+        if current is not None and parent_action is not None:
             from .action import ancestors_include
-            from .step import Step
 
-            parent = session.get(Step, invocation.parent_step_id)
-            if parent is not None and ancestors_include(session, {parent.action_id}, current.id):
+            if ancestors_include(session, {parent_action.id}, current.id):
                 return deadlock(session, candidate, invocation, current)
         members = lane_actions(session, lane)
         if candidate.checksum is not None:
@@ -200,19 +220,27 @@ def complete_action(
     by: str | None = None,
     note: str | None = None,
     error: BaseException | None = None,
+    locked: tuple[Performance | None] | None = None,
 ) -> Completion:
-    """Complete ``action`` (pending or performing) under its lane's lock and advance the lane."""
-    session.flush()
-    lane = lock(session, action.concurrency_key)
-    fresh = session.get(Action, action.id, populate_existing=True)
-    assert fresh is not None
+    """Complete ``action`` (pending or performing) under its lane's lock and advance the lane.
+
+    ``locked`` holds the lane when the caller already locked it and read the action's
+    status afresh under that lock (a step concluding its action)."""
+    if locked is None:
+        session.flush()
+        lane = lock(session, action.concurrency_key)
+        fresh = session.get(Action, action.id, populate_existing=True)
+        assert fresh is not None
+    else:
+        (lane,), fresh = locked, action
     if fresh.status not in status.INCOMPLETE:
         return Completion(False, "already_completed", fresh)
+    # A step that concluded its action leaves no step unperformed; other causes may.
     if lane is None:
         # Not in a lane (it should be): complete it all the same rather than strand it.
-        finalize(session, fresh, to, cause=cause, by=by, note=note, error=error)
+        finalize(session, fresh, to, cause=cause, by=by, note=note, error=error, open_steps=locked is None)
     else:
-        forward(session, lane, fresh, to, cause=cause, by=by, note=note, error=error)
+        forward(session, lane, fresh, to, cause=cause, by=by, note=note, error=error, open_steps=locked is None)
     return Completion(True, "completed", fresh)
 
 
@@ -226,8 +254,9 @@ def forward(
     by: str | None = None,
     note: str | None = None,
     error: BaseException | None = None,
+    open_steps: bool = True,
 ) -> None:
-    finalize(session, completing, to, cause=cause, by=by, note=note, error=error)
+    finalize(session, completing, to, cause=cause, by=by, note=note, error=error, open_steps=open_steps)
     if completing.id != lane.action_id:
         return  # a queued action left the lane; the current one keeps it
     following = [
@@ -240,12 +269,7 @@ def forward(
         if upcoming.status == status.PENDING:
             perform(session, upcoming)
     else:
-        session.execute(
-            update(Action)
-            .where(Action.performance_id == lane.id)
-            .values(performance_id=None)
-            .execution_options(synchronize_session=False)
-        )
+        # Its members' performance_id goes NULL with it (ON DELETE SET NULL).
         session.delete(lane)
         session.flush()
 

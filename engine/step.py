@@ -164,10 +164,11 @@ def conclude(session: Session, step_id: int, succeeded: bool, count: int = 1) ->
     ).first()
     if result is None:
         raise NoPendingActions(f"step {step_id} waits on fewer than {count} children")
-    step = session.get(Step, step_id, populate_existing=True)
-    assert step is not None
-    if result[0] == 0 and step.completed_at is None:
-        complete(session, step)
+    if result[0] == 0:
+        step = session.get(Step, step_id, populate_existing=True)
+        assert step is not None
+        if step.completed_at is None:
+            complete(session, step)
 
 
 def conclude_waiters(session: Session, action: Action) -> None:
