@@ -63,10 +63,10 @@ def configure(target: str | Engine | None = None, **engine_options: Any) -> Engi
         url = normalize_url(url)
         if url.startswith("sqlite"):
             engine_options.setdefault("connect_args", {"timeout": 30})
-        elif url.startswith("postgresql"):
-            # A restarted PostgreSQL leaves dead connections in the pool: test each one as
-            # it is checked out, so workers reconnect instead of failing their next job.
-            engine_options.setdefault("pool_pre_ping", True)
+        # No pool_pre_ping: a restarted PostgreSQL leaves dead connections in the pool, and
+        # the first statement on one fails as a disconnect, which empties the pool and is
+        # retried (``retrying``) on a new connection. A ping per checkout would cost a round
+        # trip and a server transaction for every engine transaction.
         engine = create_engine(url, **engine_options)
     if engine.dialect.name == "sqlite":
         prepare_sqlite(engine)
@@ -165,10 +165,12 @@ def is_postgres(s: Session) -> bool:
 
 
 def is_retryable(error: BaseException) -> bool:
-    """A deadlock, a serialization failure or a busy SQLite file: the transaction can be
-    run again from the start."""
+    """A deadlock, a serialization failure, a busy SQLite file or a lost connection (the
+    pool then holds only new ones): the transaction can be run again from the start."""
     if not isinstance(error, DBAPIError):
         return False
+    if error.connection_invalidated:
+        return True
     orig = getattr(error, "orig", None)
     sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
     if sqlstate in ("40001", "40P01"):
@@ -178,8 +180,8 @@ def is_retryable(error: BaseException) -> bool:
 
 def retrying(s: Session, work: Callable[[], T], attempts: int = 5) -> T:
     """Run ``work`` in ``s`` and commit, again from the start when the database reports a
-    deadlock or a serialization failure (PostgreSQL picks a victim; it is always safe to
-    retry because nothing was committed)."""
+    deadlock or a serialization failure (PostgreSQL picks a victim), or the connection was
+    lost (PostgreSQL restarted): it is always safe to retry because nothing was committed."""
     for attempt in range(1, attempts + 1):
         try:
             lock_for_write(s)

@@ -86,8 +86,12 @@ def record(
     if pending is None:
         pending = session.info[_PENDING] = []
     pending.append(entry)
+    level = _level(event, data)
+    if not log.isEnabledFor(level):
+        return
     if action is not None:
-        log.info(
+        log.log(
+            level,
             "%s action=%s name=%s actor=%s/%s cause=%s %s",
             event,
             action.id,
@@ -98,7 +102,15 @@ def record(
             data or "",
         )
     else:
-        log.info("%s invocation=%s cause=%s %s", event, invocation_id, cause, data or "")
+        log.log(level, "%s invocation=%s cause=%s %s", event, invocation_id, cause, data or "")
+
+
+def _level(event: str, data: dict[str, Any]) -> int:
+    """One INFO line per completed action, a WARNING for every error; each other event is
+    a DEBUG line (the history table keeps them all)."""
+    if "error_class" in data:
+        return logging.WARNING
+    return logging.INFO if event == "completed" else logging.DEBUG
 
 
 _PENDING = "stepwise.history"

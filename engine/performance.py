@@ -259,11 +259,18 @@ def forward(
     finalize(session, completing, to, cause=cause, by=by, note=note, error=error, open_steps=open_steps)
     if completing.id != lane.action_id:
         return  # a queued action left the lane; the current one keeps it
-    following = [
-        a for a in lane_actions(session, lane) if a.status in status.INCOMPLETE and a.id != completing.id
-    ]
-    if following:
-        upcoming = following[0]
+    upcoming = session.scalars(
+        select(Action)
+        .where(
+            Action.performance_id == lane.id,
+            Action.status.in_(status.INCOMPLETE),
+            Action.id != completing.id,
+        )
+        .order_by(Action.id)
+        .limit(1)
+        .execution_options(populate_existing=True)
+    ).first()
+    if upcoming is not None:
         set_current(lane, upcoming)
         session.flush()
         if upcoming.status == status.PENDING:
