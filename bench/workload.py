@@ -87,7 +87,7 @@ def _add(key: str) -> None:
 
 def install_counters() -> None:
     """Count what SQLAlchemy sends: statements by their first keyword, commits, rollbacks,
-    savepoints; and the pool's pre-ping checkouts and new connections."""
+    savepoints; and the pool's checkouts and new connections."""
 
     @event.listens_for(Engine, "before_cursor_execute")
     def _statement(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
