@@ -26,7 +26,6 @@ if __package__ in (None, ""):
 from sqlalchemy import func, select
 
 from bench import common
-from bench.common import say
 
 
 def run(url: str, trees: int, warmup: int, profile: str | None) -> list[tuple[str, ...]]:
@@ -67,9 +66,7 @@ def run(url: str, trees: int, warmup: int, profile: str | None) -> list[tuple[st
     pg = common.postgres_cpu(database) - pg_before
     sql = common.SqlCounts.between(before, workload.snapshot())  # type: ignore[arg-type]
     with sa_engine.connect() as connection:
-        statuses = dict(
-            connection.execute(select(Action.status, func.count()).group_by(Action.status)).all()
-        )
+        statuses = dict(connection.execute(select(Action.status, func.count()).group_by(Action.status)).all())
     sa_engine.dispose()
     actions = trees * ACTIONS_PER_TREE
     per = 1000 / actions
@@ -88,7 +85,9 @@ def run(url: str, trees: int, warmup: int, profile: str | None) -> list[tuple[st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--trees", type=int, default=500)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--profile", help="write a cProfile file of the measured drain")

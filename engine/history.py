@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import JSON, BigInteger, Index, String, event, insert
+from sqlalchemy import JSON, BigInteger, Index, String, Table, event, insert
 from sqlalchemy.orm import Mapped, Session, SessionTransaction, mapped_column
 
 from . import clock
@@ -114,13 +114,14 @@ def _level(event: str, data: dict[str, Any]) -> int:
 
 
 _PENDING = "stepwise.history"
+EVENTS = cast(Table, ActionEvent.__table__)
 
 
 def write_pending(session: Session) -> None:
     """Write the events recorded in this transaction so far, in one statement."""
     pending = session.info.pop(_PENDING, None)
     if pending:
-        session.connection().execute(insert(ActionEvent.__table__), pending)
+        session.connection().execute(insert(EVENTS), pending)
 
 
 @event.listens_for(Session, "before_commit")

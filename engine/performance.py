@@ -8,6 +8,7 @@ which serialises joining, superseding, completing and advancing (invariant 1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from sqlalchemy import BigInteger, Index, String, select, text, update
@@ -141,7 +142,7 @@ def obtain_for(
                 session.delete(candidate)
                 session.flush()
                 make_transient(candidate)
-                candidate.id = None
+                candidate.id = None  # type: ignore[assignment]
                 continue
             history.record(session, candidate, "admitted", lane=key, invocation_id=invocation.id)
             perform(session, candidate, performance_id=lane_id)
@@ -236,11 +237,9 @@ def complete_action(
     if fresh.status not in status.INCOMPLETE:
         return Completion(False, "already_completed", fresh)
     # A step that concluded its action leaves no step unperformed; other causes may.
-    if lane is None:
-        # Not in a lane (it should be): complete it all the same rather than strand it.
-        finalize(session, fresh, to, cause=cause, by=by, note=note, error=error, open_steps=locked is None)
-    else:
-        forward(session, lane, fresh, to, cause=cause, by=by, note=note, error=error, open_steps=locked is None)
+    complete = partial(finalize, session) if lane is None else partial(forward, session, lane)
+    # Not in a lane (it should be): complete it all the same rather than strand it.
+    complete(fresh, to, cause=cause, by=by, note=note, error=error, open_steps=locked is None)
     return Completion(True, "completed", fresh)
 
 

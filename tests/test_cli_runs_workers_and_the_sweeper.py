@@ -171,6 +171,22 @@ def test_worker_leaves_dramatiq_its_defaults(monkeypatch: pytest.MonkeyPatch) ->
         raise SystemExit(0)
 
     monkeypatch.setattr(os, "execv", execv)
+    monkeypatch.delenv(cli.WORKER_TIMEOUT_VARIABLE, raising=False)
     with pytest.raises(SystemExit):
         cli.main(["worker"])
     assert started == [[sys.executable, "-m", "dramatiq", "engine.jobs"]]
+    # An idle worker polls Redis at least every 100 ms (Dramatiq's own default: 1000 ms).
+    assert os.environ[cli.WORKER_TIMEOUT_VARIABLE] == "100"
+
+
+def test_worker_idle_poll_sets_dramatiqs_worker_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.delenv(cli.WORKER_TIMEOUT_VARIABLE, raising=False)
+
+    def execv(path: str, argv: list[str]) -> None:
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execv", execv)
+    with pytest.raises(SystemExit):
+        cli.main(["worker", "--idle-poll", "10"])
+    assert os.environ[cli.WORKER_TIMEOUT_VARIABLE] == "10"
