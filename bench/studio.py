@@ -69,6 +69,7 @@ PAGES = [
     Page("overview", "/"),
     Page("actions, status=failed", "/actions/?status=failed"),
     Page("actions, name=charge", "/actions/?name=charge"),
+    Page("actions, page 1", "/actions/"),
     Page("actions, page 2", nth_page(2)),
     Page("actions, page 100", nth_page(100)),
     Page("tree of 1,000 nodes", lambda client, ids: f"/actions/{ids['big_tree']}"),
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
         values=2,
     )
     print(f"\nseeded in {seeded.seconds:.1f} s: {history}")
-    print("targets: p95 < 150 ms per page, < 300 ms for the 1,000-node tree; page 100 as fast as page 2")
+    print("targets: p95 < 150 ms per page, < 300 ms for the 1,000-node tree; page 100 as fast as page 1")
 
 
 if __name__ == "__main__":
