@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any
 
-from sqlalchemy import BigInteger, String, delete, select
+from sqlalchemy import BigInteger, String, bindparam, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -34,6 +34,9 @@ class Achievement(Timestamps, Base):
         return f"<Achievement {self.checksum_key} {self.checksum[:8]}>"
 
 
+_ERASE = delete(Achievement).where(Achievement.checksum_key == bindparam("key"))
+
+
 def checksum(value: Any) -> str | None:
     """SHA-256 of the compact JSON of ``value`` (Stepped's ``Stepped.checksum``); None for None."""
     if value is None:
@@ -53,7 +56,7 @@ def exists(session: Session, checksum_key: str, value: str | None) -> bool:
 
 def erase(session: Session, checksum_key: str) -> None:
     """Starting work on a key makes its last known good state unknown."""
-    session.execute(delete(Achievement).where(Achievement.checksum_key == checksum_key))
+    session.connection().execute(_ERASE, {"key": checksum_key})
 
 
 def grant(session: Session, checksum_key: str, value: str, action_id: int | None) -> None:

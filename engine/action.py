@@ -6,6 +6,7 @@ only the statuses the diagram allows, so an action completes at most once (invar
 
 from __future__ import annotations
 
+import functools
 import traceback
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,8 @@ from sqlalchemy import (
     Index,
     String,
     Text,
+    Update,
+    bindparam,
     select,
     text,
     update,
@@ -212,13 +215,10 @@ def write_status(session: Session, action: Action, to: str, **values: Any) -> bo
     if not sources:
         raise InvalidTransition(f"no status may move to {to!r}")
     now = clock.now()
-    result = session.execute(
-        update(Action)
-        .where(Action.id == action.id, Action.status.in_(sources))
-        .values(status=to, updated_at=now, **values)
-        .execution_options(synchronize_session=False)
-    )
-    if getattr(result, "rowcount", 0) != 1:
+    statement = _status_update(to, tuple(sorted(values)))
+    parameters = {f"v_{key}": value for key, value in values.items()}
+    result = session.connection().execute(statement, {"action_id": action.id, "now": now, **parameters})
+    if result.rowcount != 1:
         return False
     from sqlalchemy.orm.attributes import set_committed_value
 
@@ -227,6 +227,17 @@ def write_status(session: Session, action: Action, to: str, **values: Any) -> bo
     for key, value in values.items():
         set_committed_value(action, key, value)
     return True
+
+
+@functools.cache
+def _status_update(to: str, keys: tuple[str, ...]) -> Update:
+    """The guarded UPDATE of ``write_status``, built once per target status and columns."""
+    table = Action.__table__.c
+    return (
+        update(Action.__table__)  # type: ignore[arg-type]
+        .where(table.id == bindparam("action_id"), table.status.in_(status.sources_of(to)))
+        .values(status=to, updated_at=bindparam("now"), **{key: bindparam(f"v_{key}") for key in keys})
+    )
 
 
 def lock(session: Session, action_id: int) -> Action | None:

@@ -13,7 +13,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import JSON, ForeignKey, Index, String, select, text
+from sqlalchemy import JSON, ForeignKey, Index, String, bindparam, select, text
 from sqlalchemy.orm import Mapped, Session, mapped_column, object_session
 
 from . import arguments, broker, clock, db, history, registry, status
@@ -178,15 +178,18 @@ def _record_unhandled(session: Session, invocation_id: int, error: BaseException
         history.record(session, None, "invocation_errored", invocation_id=invocation_id, **error_data(error))
 
 
+_LOCK = (
+    select(Invocation)
+    .where(Invocation.id == bindparam("invocation_id"))
+    .with_for_update()
+    .execution_options(populate_existing=True)
+)
+
+
 def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | None:
     """Turn an invocation into an action in its lane, exactly once. None when it was
     already settled (a redelivered message)."""
-    invocation = session.scalars(
-        select(Invocation)
-        .where(Invocation.id == invocation_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    ).one_or_none()
+    invocation = session.scalars(_LOCK, {"invocation_id": invocation_id}).one_or_none()
     if invocation is None or invocation.settled_at is not None:
         return None
     try:
@@ -247,7 +250,8 @@ def _parent_action(session: Session, invocation: Invocation) -> Action | None:
     from .step import Step
 
     return session.scalars(
-        select(Action).join(Step, Step.action_id == Action.id).where(Step.id == invocation.parent_step_id)
+        select(Action).join(Step, Step.action_id == Action.id).where(Step.id == bindparam("step_id")),
+        {"step_id": invocation.parent_step_id},
     ).one_or_none()
 
 

@@ -7,11 +7,12 @@ which serialises joining, superseding, completing and advancing (invariant 1).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from sqlalchemy import BigInteger, Index, String, select, text, update
+from sqlalchemy import BigInteger, Index, Insert, String, bindparam, delete, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, make_transient, mapped_column, relationship
@@ -72,13 +73,16 @@ class Completion:
         return self.completed
 
 
+_LOCK = (
+    select(Performance)
+    .where(Performance.concurrency_key == bindparam("key"))
+    .with_for_update()
+    .execution_options(populate_existing=True)
+)
+
+
 def lock(session: Session, concurrency_key: str) -> Performance | None:
-    return session.scalars(
-        select(Performance)
-        .where(Performance.concurrency_key == concurrency_key)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    ).one_or_none()
+    return session.scalars(_LOCK, {"key": concurrency_key}).one_or_none()
 
 
 def lane_actions(session: Session, lane: Performance) -> list[Action]:
@@ -96,19 +100,25 @@ def create(session: Session, founder: Action) -> int | None:
     """Open the lane of ``founder``'s key with ``founder`` current: the new lane's id, or
     None when another transaction opened that lane first (PostgreSQL waits for it to
     commit; SQLite's single writer never gets here twice)."""
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    connection = session.connection()
     now = clock.now()
-    return session.scalar(
+    values = {
+        "concurrency_key": founder.concurrency_key,
+        "action_id": founder.id,
+        "outbound_complete_key": founder.tenancy_key if founder.outbound else None,
+        "created_at": now,
+        "updated_at": now,
+    }
+    return connection.execute(_create(connection.dialect.name), values).scalar()
+
+
+@functools.cache
+def _create(dialect: str) -> Insert:
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    return (
         insert(Performance)
-        .values(
-            concurrency_key=founder.concurrency_key,
-            action_id=founder.id,
-            outbound_complete_key=founder.tenancy_key if founder.outbound else None,
-            created_at=now,
-            updated_at=now,
-        )
         .on_conflict_do_nothing(index_elements=["concurrency_key"])
-        .returning(Performance.id)
+        .returning(Performance.__table__.c.id)
     )
 
 
@@ -258,17 +268,7 @@ def forward(
     finalize(session, completing, to, cause=cause, by=by, note=note, error=error, open_steps=open_steps)
     if completing.id != lane.action_id:
         return  # a queued action left the lane; the current one keeps it
-    upcoming = session.scalars(
-        select(Action)
-        .where(
-            Action.performance_id == lane.id,
-            Action.status.in_(status.INCOMPLETE),
-            Action.id != completing.id,
-        )
-        .order_by(Action.id)
-        .limit(1)
-        .execution_options(populate_existing=True)
-    ).first()
+    upcoming = session.scalars(_UPCOMING, {"lane_id": lane.id, "completing_id": completing.id}).first()
     if upcoming is not None:
         set_current(lane, upcoming)
         session.flush()
@@ -276,8 +276,23 @@ def forward(
             perform(session, upcoming)
     else:
         # Its members' performance_id goes NULL with it (ON DELETE SET NULL).
-        session.delete(lane)
-        session.flush()
+        session.connection().execute(_DELETE, {"lane_id": lane.id})
+        session.expunge(lane)
+
+
+#: The lane's next action: the oldest incomplete one after the completing one.
+_UPCOMING = (
+    select(Action)
+    .where(
+        Action.performance_id == bindparam("lane_id"),
+        Action.status.in_(status.INCOMPLETE),
+        Action.id != bindparam("completing_id"),
+    )
+    .order_by(Action.id)
+    .limit(1)
+    .execution_options(populate_existing=True)
+)
+_DELETE = delete(Performance).where(Performance.id == bindparam("lane_id"))
 
 
 def outbound_lane(session: Session, tenancy_key: str) -> Performance | None:

@@ -8,6 +8,7 @@ and never strand (invariant 3).
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -17,9 +18,11 @@ from sqlalchemy import (
     Column,
     ForeignKey,
     Index,
+    Insert,
     String,
     Table,
     UniqueConstraint,
+    bindparam,
     select,
     text,
     update,
@@ -93,6 +96,20 @@ class Step(Timestamps, Base):
         )
 
 
+_steps = Step.__table__.c
+#: ``count`` children of a step concluded (``failed`` of them unsuccessfully), never below zero.
+_CONCLUDE = (
+    update(Step.__table__)  # type: ignore[arg-type]
+    .where(_steps.id == bindparam("step_id"), _steps.pending_actions_count >= bindparam("count"))
+    .values(
+        pending_actions_count=_steps.pending_actions_count - bindparam("count"),
+        unsuccessful_actions_count=_steps.unsuccessful_actions_count + bindparam("failed"),
+        updated_at=bindparam("now"),
+    )
+    .returning(_steps.pending_actions_count)
+)
+
+
 def open_step(session: Session, action: Action) -> Step:
     """Create the action's current step; its body runs after this transaction commits."""
     now = clock.now()
@@ -151,16 +168,9 @@ def complete(session: Session, step: Step, action: Action | None = None) -> None
 
 def conclude(session: Session, step_id: int, succeeded: bool, count: int = 1) -> None:
     """``count`` children (or waits) of the step concluded; complete it when none is left."""
-    result = session.execute(
-        update(Step)
-        .where(Step.id == step_id, Step.pending_actions_count >= count)
-        .values(
-            pending_actions_count=Step.pending_actions_count - count,
-            unsuccessful_actions_count=Step.unsuccessful_actions_count + (0 if succeeded else count),
-            updated_at=clock.now(),
-        )
-        .returning(Step.pending_actions_count)
-        .execution_options(synchronize_session=False)
+    result = session.connection().execute(
+        _CONCLUDE,
+        {"step_id": step_id, "count": count, "failed": 0 if succeeded else count, "now": clock.now()},
     ).first()
     if result is None:
         raise NoPendingActions(f"step {step_id} waits on fewer than {count} children")
@@ -176,16 +186,17 @@ def conclude_waiters(session: Session, action: Action) -> None:
     from .invocation import Invocation
 
     succeeded = action.succeeded_including_callbacks
-    rows = session.execute(
-        update(Invocation)
+    invocations = Invocation.__table__.c
+    rows = session.connection().execute(
+        update(Invocation.__table__)  # type: ignore[arg-type]
         .where(
-            Invocation.action_id == action.id,
-            Invocation.concluded_at.is_(None),
-            Invocation.parent_step_id.is_not(None),
+            invocations.action_id == bindparam("b_action_id"),
+            invocations.concluded_at.is_(None),
+            invocations.parent_step_id.is_not(None),
         )
-        .values(concluded_at=clock.now(), succeeded=succeeded)
-        .returning(Invocation.parent_step_id)
-        .execution_options(synchronize_session=False)
+        .values(concluded_at=bindparam("b_now"), succeeded=bindparam("b_succeeded"))
+        .returning(invocations.parent_step_id),
+        {"b_action_id": action.id, "b_now": clock.now(), "b_succeeded": succeeded},
     ).all()
     for step_id, count in sorted(Counter(row[0] for row in rows if row[0] is not None).items()):
         conclude(session, step_id, succeeded, count)
@@ -193,9 +204,15 @@ def conclude_waiters(session: Session, action: Action) -> None:
 
 def link(session: Session, step_id: int, action_id: int) -> None:
     """Record the edge step -> child action (once)."""
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    session.execute(
+    connection = session.connection()
+    connection.execute(_link(connection.dialect.name), {"step_id": step_id, "action_id": action_id})
+
+
+@functools.cache
+def _link(dialect: str) -> Insert:
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    return (
         insert(step_actions)
-        .values(parent_step_id=step_id, child_action_id=action_id)
+        .values(parent_step_id=bindparam("step_id"), child_action_id=bindparam("action_id"))
         .on_conflict_do_nothing(index_elements=["parent_step_id", "child_action_id"])
     )

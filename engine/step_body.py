@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -62,14 +62,21 @@ def record_unhandled(session: Session, step_id: int, error: BaseException) -> No
         history.record(session, action, "step_errored", step_id=step_id, **error_data(error))
 
 
+#: A step's row lock: its body's lease while it runs.
+_LOCK = (
+    select(Step)
+    .where(Step.id == bindparam("step_id"))
+    .with_for_update()
+    .execution_options(populate_existing=True)
+)
+
+
 def perform(session: Session, step_id: int, failure: BaseException | None = None) -> None:
     """Run a step's body once; record its children and waits, or its failure."""
     from .action import Action
     from .config import run_user_code
 
-    step = session.scalars(
-        select(Step).where(Step.id == step_id).with_for_update().execution_options(populate_existing=True)
-    ).one_or_none()
+    step = session.scalars(_LOCK, {"step_id": step_id}).one_or_none()
     if step is None or step.performed_at is not None or step.status != status.STEP_PERFORMING:
         return  # a redelivered message: the body already ran
     action = session.get(Action, step.action_id, populate_existing=True)
