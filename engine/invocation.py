@@ -100,9 +100,20 @@ def invoke(
     admission message goes out after commit."""
     from . import jobs
 
-    registry.find_or_add(type(actor), name).check_runnable()  # fails here, in the caller
+    invocation = request(actor, name, args, parent_step)
+    session.add(invocation)
+    session.flush()
+    if enqueue:
+        broker.enqueue(session, jobs.admit, invocation.id)
+    return invocation
+
+
+def request(actor: Any, name: str, args: Sequence[Any], parent_step: Step | None = None) -> Invocation:
+    """A new invocation of ``name`` on ``actor``, not yet added to a session. An action
+    that cannot run fails here, in the caller."""
+    registry.find_or_add(type(actor), name).check_runnable()
     actor_type, actor_id = registry.actor_ref(actor)
-    invocation = Invocation(
+    return Invocation(
         kind="action",
         actor_type=actor_type,
         actor_id=actor_id,
@@ -111,11 +122,6 @@ def invoke(
         parent_step_id=parent_step.id if parent_step is not None else None,
         created_at=clock.now(),
     )
-    session.add(invocation)
-    session.flush()
-    if enqueue:
-        broker.enqueue(session, jobs.admit, invocation.id)
-    return invocation
 
 
 def session_for(actor: Any) -> tuple[Session, bool]:

@@ -168,10 +168,14 @@ def complete(session: Session, step: Step, action: Action | None = None) -> None
 
 def conclude(session: Session, step_id: int, succeeded: bool, count: int = 1) -> None:
     """``count`` children (or waits) of the step concluded; complete it when none is left."""
-    result = session.connection().execute(
-        _CONCLUDE,
-        {"step_id": step_id, "count": count, "failed": 0 if succeeded else count, "now": clock.now()},
-    ).first()
+    result = (
+        session.connection()
+        .execute(
+            _CONCLUDE,
+            {"step_id": step_id, "count": count, "failed": 0 if succeeded else count, "now": clock.now()},
+        )
+        .first()
+    )
     if result is None:
         raise NoPendingActions(f"step {step_id} waits on fewer than {count} children")
     if result[0] == 0:
@@ -187,17 +191,21 @@ def conclude_waiters(session: Session, action: Action) -> None:
 
     succeeded = action.succeeded_including_callbacks
     invocations = Invocation.__table__.c
-    rows = session.connection().execute(
-        update(Invocation.__table__)  # type: ignore[arg-type]
-        .where(
-            invocations.action_id == bindparam("b_action_id"),
-            invocations.concluded_at.is_(None),
-            invocations.parent_step_id.is_not(None),
+    rows = (
+        session.connection()
+        .execute(
+            update(Invocation.__table__)  # type: ignore[arg-type]
+            .where(
+                invocations.action_id == bindparam("b_action_id"),
+                invocations.concluded_at.is_(None),
+                invocations.parent_step_id.is_not(None),
+            )
+            .values(concluded_at=bindparam("b_now"), succeeded=bindparam("b_succeeded"))
+            .returning(invocations.parent_step_id),
+            {"b_action_id": action.id, "b_now": clock.now(), "b_succeeded": succeeded},
         )
-        .values(concluded_at=bindparam("b_now"), succeeded=bindparam("b_succeeded"))
-        .returning(invocations.parent_step_id),
-        {"b_action_id": action.id, "b_now": clock.now(), "b_succeeded": succeeded},
-    ).all()
+        .all()
+    )
     for step_id, count in sorted(Counter(row[0] for row in rows if row[0] is not None).items()):
         conclude(session, step_id, succeeded, count)
 

@@ -8,18 +8,15 @@ message finds ``performed_at`` set and does nothing.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from . import broker, clock, db, history, status
+from .action import Action, error_data
 from .step import Step, complete
 from .step_context import StepContext
-
-if TYPE_CHECKING:
-    from .action import Action
 
 
 def dispatch_ready(session: Session) -> None:
@@ -53,8 +50,6 @@ def run_ready(session: Session) -> None:
 
 
 def record_unhandled(session: Session, step_id: int, error: BaseException) -> None:
-    from .action import Action, error_data
-
     step = session.get(Step, step_id)
     action = session.get(Action, step.action_id) if step is not None else None
     if action is not None:
@@ -62,25 +57,26 @@ def record_unhandled(session: Session, step_id: int, error: BaseException) -> No
         history.record(session, action, "step_errored", step_id=step_id, **error_data(error))
 
 
-#: A step's row lock: its body's lease while it runs.
+#: A step with its action, holding the step's row lock: the body's lease while it runs.
 _LOCK = (
-    select(Step)
+    select(Step, Action)
+    .join(Action, Action.id == Step.action_id)
     .where(Step.id == bindparam("step_id"))
-    .with_for_update()
+    .with_for_update(of=Step)
     .execution_options(populate_existing=True)
 )
 
 
 def perform(session: Session, step_id: int, failure: BaseException | None = None) -> None:
     """Run a step's body once; record its children and waits, or its failure."""
-    from .action import Action
     from .config import run_user_code
 
-    step = session.scalars(_LOCK, {"step_id": step_id}).one_or_none()
-    if step is None or step.performed_at is not None or step.status != status.STEP_PERFORMING:
+    row = session.execute(_LOCK, {"step_id": step_id}).one_or_none()
+    if row is None:
+        return
+    step, action = row
+    if step.performed_at is not None or step.status != status.STEP_PERFORMING:
         return  # a redelivered message: the body already ran
-    action = session.get(Action, step.action_id, populate_existing=True)
-    assert action is not None
     if action.status != status.PERFORMING:
         return  # completed meanwhile (cancelled, timed out, completed from outside)
     if step.retry_at is not None and step.retry_at > clock.now():
@@ -100,18 +96,16 @@ def perform(session: Session, step_id: int, failure: BaseException | None = None
             return perform(session, step_id, failure=error)
     if error is not None and action.definition.retry.retries(error, step.attempt):
         return schedule_retry(session, step, action, error)
+    if error is None:
+        context._record()  # first: the step's own changes below go out in one UPDATE
+        action.store_arguments()
     step.performed_at = clock.now()
     step.retry_at = None
     if error is not None:
         step.pending_actions_count = 0
         step.status = status.STEP_FAILED
         action.record_error(error)
-        from .action import error_data
-
         history.record(session, action, "step_failed", step_id=step.id, **error_data(error))
-    else:
-        context._record()
-        action.store_arguments()
     if step.pending_actions_count == 0:
         complete(session, step, action)
 
@@ -119,7 +113,6 @@ def perform(session: Session, step_id: int, failure: BaseException | None = None
 def schedule_retry(session: Session, step: Step, action: Action, error: BaseException) -> None:
     """Record a failed attempt and send the next one, due after the policy's interval."""
     from . import jobs
-    from .action import error_data
 
     interval = action.definition.retry.interval(step.attempt)
     step.retry_at = clock.now() + interval
@@ -139,7 +132,6 @@ def schedule_retry(session: Session, step: Step, action: Action, error: BaseExce
 
 def resume(session: Session, action_id: int) -> None:
     """Queue the current step of a performing action if its body has not run yet."""
-    from .action import Action
 
     pending = session.scalars(
         select(Step.id)

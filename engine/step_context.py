@@ -69,16 +69,15 @@ class StepContext:
         return f"stepwise:{self.action.id}:{self.step.definition_index}:{self.step.attempt}"
 
     def _record(self) -> None:
-        from .invocation import Invocation, invoke
+        """Insert the children's and waits' invocations (in one flush) and send their
+        messages after commit; the step now waits on each of them."""
+        from . import jobs
+        from .invocation import Invocation, request
 
-        count = 0
-        spawned: list[int] = []
-        for actor, name, args in self._children:
-            spawned.append(invoke(self.session, actor, name, args, parent_step=self.step).id)
-            count += 1
+        children = [request(actor, name, args, self.step) for actor, name, args in self._children]
         now = clock.now()
-        for duration in self._waits:
-            wait = Invocation(
+        waits = [
+            Invocation(
                 kind="wait",
                 actor_type=self.action.actor_type,
                 actor_id=self.action.actor_id,
@@ -86,23 +85,26 @@ class StepContext:
                 arguments_json=[duration.total_seconds()],
                 parent_step_id=self.step.id,
                 due_at=now + duration,
+                created_at=now,
             )
-            self.session.add(wait)
+            for duration in self._waits
+        ]
+        if children or waits:
+            self.session.add_all([*children, *waits])
             self.session.flush()
-            from . import jobs
-
-            broker.enqueue(self.session, jobs.wait_over, wait.id, delay=duration)
-            count += 1
-        if count:
+            for child in children:
+                broker.enqueue(self.session, jobs.admit, child.id)
+            for wait, duration in zip(waits, self._waits, strict=True):
+                broker.enqueue(self.session, jobs.wait_over, wait.id, delay=duration)
             history.record(
                 self.session,
                 self.action,
                 "children_spawned",
                 step_id=self.step.id,
-                invocations=spawned,
-                waits=len(self._waits),
+                invocations=[child.id for child in children],
+                waits=len(waits),
             )
-        self.step.pending_actions_count += count
+        self.step.pending_actions_count += len(children) + len(waits)
         if self._failed:
             self.step.status = status.STEP_FAILED
 
