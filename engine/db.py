@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import BigInteger, Integer, MetaData, create_engine, event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from . import clock
@@ -63,16 +63,41 @@ def configure(target: str | Engine | None = None, **engine_options: Any) -> Engi
         url = normalize_url(url)
         if url.startswith("sqlite"):
             engine_options.setdefault("connect_args", {"timeout": 30})
-        # No pool_pre_ping: a restarted PostgreSQL leaves dead connections in the pool, and
-        # the first statement on one fails as a disconnect, which empties the pool and is
-        # retried (``retrying``) on a new connection. A ping per checkout would cost a round
-        # trip and a server transaction for every engine transaction.
         engine = create_engine(url, **engine_options)
+        if engine.dialect.name == "postgresql" and not engine_options.get("pool_pre_ping"):
+            ping_when_idle(engine)
     if engine.dialect.name == "sqlite":
         prepare_sqlite(engine)
     _engine = engine
     _sessionmaker = sessionmaker(bind=engine, expire_on_commit=False)
     return engine
+
+
+#: A pooled connection idle for longer than this is pinged before it is used again.
+IDLE_PING_SECONDS = 1.0
+
+
+def ping_when_idle(engine: Engine) -> None:
+    """Test a pooled connection before reuse only when it sat idle (PostgreSQL may have
+    restarted meanwhile): a dead one is replaced, as ``pool_pre_ping`` would, but a busy
+    worker pays no round trip per transaction. A connection that dies while busy fails its
+    statement as a disconnect, which empties the pool; ``retrying`` runs the work again."""
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get(_IDLE_SINCE)
+        if idle_since is not None and time.monotonic() - idle_since > IDLE_PING_SECONDS:
+            try:
+                engine.dialect.do_ping(dbapi_connection)
+            except Exception as error:
+                raise DisconnectionError("the pooled connection is gone") from error
+
+
+_IDLE_SINCE = "stepwise.idle_since"
 
 
 def normalize_url(url: str) -> str:
