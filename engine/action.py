@@ -313,13 +313,13 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
     if action.status != status.PERFORMING:
         return
     if step.status == status.STEP_FAILED:
-        performance.complete_action(session, action, status.FAILED, locked=(lane,))
+        performance.forward(session, lane, action, status.FAILED, unperformed_steps=False)
     elif len(action.definition.all_steps()) > action.current_step_index + 1:
         action.current_step_index += 1
         action.store_arguments()
         open_step(session, action)
     elif not action.outbound:
-        performance.complete_action(session, action, status.SUCCEEDED, locked=(lane,))
+        performance.forward(session, lane, action, status.SUCCEEDED, unperformed_steps=False)
     else:
         history.record(session, action, "awaiting_completion")
 
@@ -347,12 +347,12 @@ def finalize(
     by: str | None = None,
     error: BaseException | None = None,
     note: str | None = None,
-    open_steps: bool = True,
+    unperformed_steps: bool = True,
 ) -> bool:
     """Complete ``action`` with status ``to`` once: run its after-callbacks, leave its lane,
-    close its unperformed steps (``open_steps=False``: it has none), grant its achievement,
-    and conclude the parent steps waiting on it. False when the action was already
-    completed (nothing changes then)."""
+    close the steps whose body never ran (``unperformed_steps=False``: it has none), grant
+    its achievement, and conclude the parent steps waiting on it. False when the action was
+    already completed (nothing changes then)."""
     from .step import conclude_waiters
 
     if to not in status.COMPLETIONS:
@@ -370,7 +370,7 @@ def finalize(
     if error is not None:
         data.update(error_data(error))
     history.record(session, action, "completed", cause=cause, by=by, **data)
-    if open_steps:
+    if unperformed_steps:
         close_unperformed_steps(session, action)
     if action.succeeded_including_callbacks and action.checksum:
         achievement.grant(session, action.checksum_key, action.checksum, action.id)

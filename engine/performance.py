@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING
 
 from sqlalchemy import BigInteger, Index, Insert, String, bindparam, delete, select, text, update
@@ -231,31 +230,21 @@ def complete_action(
     by: str | None = None,
     note: str | None = None,
     error: BaseException | None = None,
-    locked: tuple[Performance | None] | None = None,
 ) -> Completion:
-    """Complete ``action`` (pending or performing) under its lane's lock and advance the lane.
-
-    ``locked`` holds the lane when the caller already locked it and read the action's
-    status afresh under that lock (a step concluding its action)."""
-    if locked is None:
-        session.flush()
-        lane = lock(session, action.concurrency_key)
-        fresh = session.get(Action, action.id, populate_existing=True)
-        assert fresh is not None
-    else:
-        (lane,), fresh = locked, action
+    """Complete ``action`` (pending or performing) under its lane's lock and advance the lane."""
+    session.flush()
+    lane = lock(session, action.concurrency_key)
+    fresh = session.get(Action, action.id, populate_existing=True)
+    assert fresh is not None
     if fresh.status not in status.INCOMPLETE:
         return Completion(False, "already_completed", fresh)
-    # A step that concluded its action leaves no step unperformed; other causes may.
-    complete = partial(finalize, session) if lane is None else partial(forward, session, lane)
-    # Not in a lane (it should be): complete it all the same rather than strand it.
-    complete(fresh, to, cause=cause, by=by, note=note, error=error, open_steps=locked is None)
+    forward(session, lane, fresh, to, cause=cause, by=by, note=note, error=error)
     return Completion(True, "completed", fresh)
 
 
 def forward(
     session: Session,
-    lane: Performance,
+    lane: Performance | None,
     completing: Action,
     to: str,
     *,
@@ -263,9 +252,23 @@ def forward(
     by: str | None = None,
     note: str | None = None,
     error: BaseException | None = None,
-    open_steps: bool = True,
+    unperformed_steps: bool = True,
 ) -> None:
-    finalize(session, completing, to, cause=cause, by=by, note=note, error=error, open_steps=open_steps)
+    """Complete ``completing`` and move its lane on: the caller holds the lane's lock and
+    has read the action's status under it. A step that concludes its action leaves no step
+    whose body never ran (``unperformed_steps=False``)."""
+    finalize(
+        session,
+        completing,
+        to,
+        cause=cause,
+        by=by,
+        note=note,
+        error=error,
+        unperformed_steps=unperformed_steps,
+    )
+    if lane is None:
+        return  # not in a lane (it should be): completed all the same rather than stranded
     if completing.id != lane.action_id:
         return  # a queued action left the lane; the current one keeps it
     upcoming = session.scalars(_UPCOMING, {"lane_id": lane.id, "completing_id": completing.id}).first()
