@@ -191,6 +191,9 @@ def database(args: argparse.Namespace, must_exist: bool = False, **engine_option
         raise CommandFailed(
             f"cannot open the database {name(sa_engine)} (from {source}): {error.orig}"
         ) from error
+    # Drop the checked connection: those the command uses are opened after it configures
+    # the engine (SQLite's foreign keys and locking are set per connection).
+    sa_engine.dispose()
     try:
         yield sa_engine
     finally:

@@ -206,16 +206,21 @@ def is_retryable(error: BaseException) -> bool:
 def retrying(s: Session, work: Callable[[], T], attempts: int = 5) -> T:
     """Run ``work`` in ``s`` and commit, again from the start when the database reports a
     deadlock or a serialization failure (PostgreSQL picks a victim), or the connection was
-    lost (PostgreSQL restarted): it is always safe to retry because nothing was committed."""
+    lost before the commit (PostgreSQL restarted): it is safe to retry because nothing was
+    committed. A connection lost during the commit is not retried: the commit may have
+    happened, and the caller (a job's message, redelivered) finds out from the database."""
     for attempt in range(1, attempts + 1):
+        committing = False
         try:
             lock_for_write(s)
             result = work()
+            committing = True
             s.commit()
             return result
         except Exception as error:
             s.rollback()
-            if attempt == attempts or not is_retryable(error):
+            lost_in_commit = committing and isinstance(error, DBAPIError) and error.connection_invalidated
+            if attempt == attempts or lost_in_commit or not is_retryable(error):
                 raise
             time.sleep(0.01 * attempt)
     raise AssertionError("unreachable")

@@ -74,6 +74,8 @@ class StepContext:
         from . import jobs
         from .invocation import Invocation, request
 
+        if self._children:
+            self.session.flush()  # a child's actor may be a row the body has just added
         children = [request(actor, name, args, self.step) for actor, name, args in self._children]
         now = clock.now()
         waits = [

@@ -4,17 +4,19 @@ changes nothing exits 1 saying why."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 import engine
+from engine import cli, db
 from engine.models import Achievement, Action, AuditEntry
 from tests.domain import Car
 
@@ -98,3 +100,14 @@ def test_a_command_on_an_unknown_action_says_so(database: Engine) -> None:
     missing = stepwise(database, "approve", "999999")
     assert missing.returncode == 1
     assert "changed nothing: not_found" in missing.stderr
+
+
+def test_a_command_on_sqlite_uses_connections_with_foreign_keys_on(tmp_path: Path) -> None:
+    # Given a command's database (checked reachable before the command configures it)
+    arguments = argparse.Namespace(database_url=f"sqlite:///{tmp_path / 'stepwise.db'}")
+    with cli.database(arguments) as sa_engine:
+        # When the command configures the engine and opens a session
+        db.configure(sa_engine)
+        with db.session() as session:
+            # Then its connection enforces foreign keys (a deleted lane clears its members' link)
+            assert session.execute(text("PRAGMA foreign_keys")).scalar() == 1

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 
 from engine import db
 from tests.conftest import POSTGRES_ADMIN_URL
@@ -90,3 +91,25 @@ def test_a_transaction_whose_connection_died_is_run_again(pool: Engine, url: str
     with db.session() as session:
         assert db.retrying(session, work) == 42
     assert len(attempts) == 2
+
+
+def test_a_connection_lost_during_the_commit_is_not_run_again(pool: Engine, url: str) -> None:
+    # Given work whose COMMIT finds the connection gone (it may or may not have committed)
+    attempts: list[int] = []
+
+    def kill_before_commit(connection: object) -> None:
+        terminate_others(url)
+
+    event.listen(pool, "commit", kill_before_commit)
+
+    def work() -> int:
+        attempts.append(1)
+        return int(session.execute(text("SELECT 42")).scalar_one())
+
+    # When it runs through retrying
+    with db.session() as session, pytest.raises(DBAPIError) as raised:
+        db.retrying(session, work)
+
+    # Then it ran once: whether it committed is for the caller to find out
+    assert raised.value.connection_invalidated
+    assert attempts == [1]

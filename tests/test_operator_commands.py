@@ -320,3 +320,34 @@ def test_a_bulk_command_that_breaks_off_says_so_in_its_audit_entry(
     assert (entry.result, entry.done, entry.total) == ("error", 10, 30)
     assert entry.finished_at is not None and entry.data["error"] == "RuntimeError: database went away"
     assert session.scalar(select(func.count()).where(Action.status == "cancelled")) == 10
+
+
+def test_a_retried_action_counts_its_after_callbacks_afresh(session: Session, car: Car) -> None:
+    # Given an action whose body fails once and whose failed callback raises
+    runs = {"body": 0}
+    repair = engine.define(Car, "repair")
+
+    @repair.step
+    def fix(car: Car, step: StepContext) -> None:
+        runs["body"] += 1
+        if runs["body"] == 1:
+            raise RuntimeError("no spare part")
+
+    @repair.failed
+    def complain(car: Car, action: Action) -> None:
+        raise RuntimeError("the complaint bounced")
+
+    with testing.handle_exceptions():
+        failed = engine.now(car, "repair")
+    session.refresh(failed)
+    assert (failed.status, failed.after_callbacks_failed_count) == ("failed", 1)
+
+    # When an operator retries it and it succeeds
+    assert commands.retry(failed.id, by="carol")
+    testing.drain()
+
+    # Then it succeeded including its callbacks: last run's failed callback is not held against it
+    session.refresh(failed)
+    assert failed.status == "succeeded"
+    assert failed.after_callbacks_failed_count is None
+    assert failed.succeeded_including_callbacks

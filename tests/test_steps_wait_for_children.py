@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 import engine
 from engine import registry, testing
@@ -187,3 +187,26 @@ def test_a_step_may_fail_on_purpose(session: Session, car: Car, counts: Counts) 
     assert action.status == "failed"
     assert last_step(session).status == "failed"
     assert car.honks == 1
+
+
+def test_a_step_may_start_an_action_on_an_actor_it_has_just_added(session: Session, car: Car) -> None:
+    # Given a step that adds a new car and starts actions on it and on its own car
+    fleet = engine.define(Car, "grow_fleet")
+
+    @fleet.step
+    def buy(car: Car, step: engine.StepContext) -> None:
+        step.do("honk")
+        spare = Car(location="showroom")
+        object_session(car).add(spare)  # type: ignore[union-attr]
+        step.on(spare, "honk")
+
+    # When it is performed with its children
+    parent = engine.now(car, "grow_fleet")
+    testing.drain()
+
+    # Then both cars honked and the parent succeeded
+    session.expire_all()
+    honks = session.scalars(select(Car.honks).order_by(Car.id)).all()
+    assert honks == [1, 1]
+    session.refresh(parent)
+    assert parent.status == "succeeded"

@@ -111,7 +111,16 @@ def reopen_down(session: Session, action: Action, *, cause: str, by: str | None)
 def reopen(session: Session, action: Action, *, cause: str, by: str | None, reason: str | None) -> None:
     """Back to pending in its lane; it performs at once if the lane is free."""
     session.flush()
-    write_status(session, action, status.PENDING, completed_at=None)
+    # The new run's after-callbacks are counted afresh: a callback that failed last time
+    # must not make this run unsuccessful.
+    write_status(
+        session,
+        action,
+        status.PENDING,
+        completed_at=None,
+        after_callbacks_succeeded_count=None,
+        after_callbacks_failed_count=None,
+    )
     history.record(session, action, "retried", cause=cause, by=by, reason=reason)
     lane = lock(session, action.concurrency_key)
     if lane is None:
