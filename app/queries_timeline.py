@@ -11,7 +11,8 @@ from sqlalchemy import select
 
 from engine.models import ActionEvent
 
-from .queries_tree import ERROR_EVENTS, AnySession, Tree
+from .queries_tree import ERROR_EVENTS, AnySession
+from .tree_model import Tree
 
 # --- the timeline ------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from engine import clock, commands, history, status
 from engine.commands import CommandResult
 from engine.models import Action
 
-from .. import queries_timeline, queries_tree, users
+from .. import queries_timeline, queries_tree, tree_model, users
 from ..auth import current_user, requires
 from ..database import db
 from ..views import command_response, is_htmx, render
@@ -122,7 +122,7 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         "running": tree.running,
         # Links in the tree: this prefix and an id (url_for a thousand times is slow).
         "href": url_for("action.show", action_id=0)[:-1],
-        "failing": queries_tree.FAILING,
+        "failing": tree_model.FAILING,
         "live_url": url_for("action.live", action_id=action.id, commands_for=action.status, **params),
         "can_command": (user := current_user()) is not None and user.can(users.OPERATOR),
         "cancellable": action.status in status.INCOMPLETE,
