@@ -28,6 +28,17 @@ def error_response(description: str) -> dict[str, Any]:
 
 
 TIME = nullable("string", format="date-time", description="UTC")
+#: An action's summary fields: in the list (ActionSummary) and in each node of a tree.
+SUMMARY: dict[str, Any] = {
+    "id": {"type": "integer"},
+    "name": {"type": "string"},
+    "actor_type": {"type": "string"},
+    "actor_id": {"type": "string"},
+    "status": ref("ActionStatus"),
+    "outbound": {"type": "boolean"},
+    "started_at": TIME,
+    "completed_at": TIME,
+}
 
 SCHEMAS: dict[str, Any] = {
     "Error": {
@@ -49,14 +60,7 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["id", "name", "actor_type", "actor_id", "status", "outbound"],
         "properties": {
-            "id": {"type": "integer"},
-            "name": {"type": "string"},
-            "actor_type": {"type": "string"},
-            "actor_id": {"type": "string"},
-            "status": ref("ActionStatus"),
-            "outbound": {"type": "boolean"},
-            "started_at": TIME,
-            "completed_at": TIME,
+            **SUMMARY,
         },
     },
     "ErrorSummary": {
@@ -169,14 +173,7 @@ SCHEMAS: dict[str, Any] = {
         ),
         "required": ["id"],
         "properties": {
-            "id": {"type": "integer"},
-            "name": {"type": "string"},
-            "actor_type": {"type": "string"},
-            "actor_id": {"type": "string"},
-            "status": ref("ActionStatus"),
-            "outbound": {"type": "boolean"},
-            "started_at": TIME,
-            "completed_at": TIME,
+            **SUMMARY,
             "error": ref("ErrorSummary"),
             "repeated": {"type": "boolean"},
             "truncated": {"type": "boolean"},

@@ -8,14 +8,20 @@ whole table. Pages show a capped count as ``10,000+``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from sqlalchemy import Select, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from engine import status
 from engine.models import Achievement, Action, Performance
 
 CAP = 10_000
+#: The highest code point: ``key >= p AND key < p + KEY_END`` is the prefix ``p`` as a range
+#: of the unique index on the key (a LIKE 'p%' would not use it on SQLite).
+KEY_END = "\U0010ffff"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -53,3 +59,26 @@ def lane_count(session: Session, cap: int = CAP) -> Count:
 
 def achievement_count(session: Session, cap: int = CAP) -> Count:
     return capped_count(session, select(Achievement.id), cap)
+
+
+def keyset_page(
+    session: Session,
+    entity: type[T],
+    key: InstrumentedAttribute[Any],
+    *,
+    prefix: str = "",
+    after: str | None = None,
+    limit: int,
+) -> tuple[list[T], str | None]:
+    """A page of ``entity`` rows in the order of their unique string ``key``, those whose
+    key starts with ``prefix``, after the key ``after``: the rows and the key to continue
+    after (None on the last page). Every page is a range scan of the key's index."""
+    query = select(entity).order_by(key).limit(limit + 1)
+    if prefix:
+        query = query.where(key >= prefix, key < prefix + KEY_END, func.substr(key, 1, len(prefix)) == prefix)
+    if after is not None:
+        query = query.where(key > after)
+    found = list(session.scalars(query))
+    more = len(found) > limit
+    found = found[:limit]
+    return found, getattr(found[-1], key.key) if more and found else None

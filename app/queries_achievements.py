@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from engine.models import Achievement, Action, Invocation, Step
 
-from .queries_lanes import KEY_END
+from .queries import keyset_page
 
 PAGE = 50
 #: Skips shown per achievement in the list (the achievement's page shows a page of them).
@@ -73,19 +73,10 @@ def search(
     limit = limit or PAGE
     if q and mode == CONTAINS:
         return _contains(session, q, after, limit, scan or SCAN)
-    query = select(Achievement).order_by(Achievement.checksum_key).limit(limit + 1)
-    if q:
-        query = query.where(
-            Achievement.checksum_key >= q,
-            Achievement.checksum_key < q + KEY_END,
-            func.substr(Achievement.checksum_key, 1, len(q)) == q,
-        )
-    if after is not None:
-        query = query.where(Achievement.checksum_key > after)
-    found = list(session.scalars(query))
-    more = len(found) > limit
-    found = found[:limit]
-    return Page(rows(session, found), found[-1].checksum_key if more and found else None)
+    found, next_key = keyset_page(
+        session, Achievement, Achievement.checksum_key, prefix=q or "", after=after, limit=limit
+    )
+    return Page(rows(session, found), next_key)
 
 
 def _contains(session: Session, q: str, after: str | None, limit: int, scan: int) -> Page:

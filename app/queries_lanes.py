@@ -19,15 +19,13 @@ from engine.definition import Definition
 from engine.errors import EngineError
 from engine.models import Action, Invocation, Performance, Step
 
+from .queries import keyset_page
 from .views import timestamp
 
 #: Lanes on a page, queued actions and children shown per lane before "and N more".
 PAGE = 50
 QUEUE_SHOWN = 5
 CHILDREN_SHOWN = 5
-#: The highest code point: ``key >= p AND key < p + KEY_END`` is the prefix ``p`` as a range
-#: of the unique index on the key (a LIKE 'p%' would not use it on SQLite).
-KEY_END = "\U0010ffff"
 
 
 @dataclass
@@ -98,20 +96,10 @@ def lanes(
     session: Session, *, prefix: str = "", after: str | None = None, limit: int | None = None
 ) -> LanePage:
     """A page of lanes in key order (keyset pagination on the unique index of the key)."""
-    limit = limit or PAGE
-    query = select(Performance).order_by(Performance.concurrency_key).limit(limit + 1)
-    if prefix:
-        query = query.where(
-            Performance.concurrency_key >= prefix,
-            Performance.concurrency_key < prefix + KEY_END,
-            func.substr(Performance.concurrency_key, 1, len(prefix)) == prefix,
-        )
-    if after is not None:
-        query = query.where(Performance.concurrency_key > after)
-    rows = list(session.scalars(query))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return LanePage(explain(session, rows), rows[-1].concurrency_key if more and rows else None)
+    rows, next_key = keyset_page(
+        session, Performance, Performance.concurrency_key, prefix=prefix, after=after, limit=limit or PAGE
+    )
+    return LanePage(explain(session, rows), next_key)
 
 
 def lane(session: Session, key: str) -> Lane | None:

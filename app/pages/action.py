@@ -14,6 +14,7 @@ to the page (without JavaScript).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -180,9 +181,7 @@ def retry(action_id: int) -> Response:
 @requires(users.OPERATOR)
 def approve(action_id: int) -> Response:
     """Complete an outbound action as succeeded, with a note and an optional JSON payload."""
-    payload = _payload(request.form.get("payload"))
-    note = _text(request.form.get("note"))
-    result = commands.approve(action_id, by=operator(), note=note, payload=payload, cause=history.OPERATOR)
+    result = complete_outbound(commands.approve, action_id)
     return answer(action_id, result, f"Action {action_id} was approved: it succeeded.")
 
 
@@ -190,10 +189,15 @@ def approve(action_id: int) -> Response:
 @requires(users.OPERATOR)
 def reject(action_id: int) -> Response:
     """Complete an outbound action as failed, with a note and an optional JSON payload."""
+    result = complete_outbound(commands.reject, action_id)
+    return answer(action_id, result, f"Action {action_id} was rejected: it failed.")
+
+
+def complete_outbound(command: Callable[..., CommandResult], action_id: int) -> CommandResult:
+    """Approve or reject with the form's note and JSON payload."""
     payload = _payload(request.form.get("payload"))
     note = _text(request.form.get("note"))
-    result = commands.reject(action_id, by=operator(), note=note, payload=payload, cause=history.OPERATOR)
-    return answer(action_id, result, f"Action {action_id} was rejected: it failed.")
+    return command(action_id, by=operator(), note=note, payload=payload, cause=history.OPERATOR)
 
 
 def answer(action_id: int, result: CommandResult, done: str) -> Response:

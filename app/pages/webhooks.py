@@ -220,6 +220,15 @@ def describe(action: Action) -> str:
     return f"action {action.id} ({action.name} on {action.actor_type}/{action.actor_id})"
 
 
+def refuse_unless_outbound(action: Action) -> None:
+    if not action.outbound:
+        refuse(
+            409,
+            "not_outbound",
+            f"{describe(action)} is not outbound: only outbound actions are completed from outside",
+        )
+
+
 def target_of(completion: Completion) -> int:
     """The id of the action to complete, or a 404/409 refusal."""
     session = db.session()
@@ -227,12 +236,7 @@ def target_of(completion: Completion) -> int:
         action = session.get(Action, completion.action_id, populate_existing=True)
         if action is None:
             refuse(404, "unknown_action", f"there is no action {completion.action_id}")
-        if not action.outbound:
-            refuse(
-                409,
-                "not_outbound",
-                f"{describe(action)} is not outbound: only outbound actions are completed from outside",
-            )
+        refuse_unless_outbound(action)
         return action.id
     assert completion.lane is not None
     actor_type, actor_id, name = completion.lane
@@ -242,12 +246,7 @@ def target_of(completion: Completion) -> int:
     latest = queries_api.latest_action(session, actor_type, actor_id, name)
     if latest is None:
         refuse(404, "unknown_action", f"there is no action {name!r} on {actor_type}/{actor_id}")
-    if not latest.outbound:
-        refuse(
-            409,
-            "not_outbound",
-            f"{describe(latest)} is not outbound: only outbound actions are completed from outside",
-        )
+    refuse_unless_outbound(latest)
     if latest.status in status.TERMINAL:
         return latest.id  # the engine says it is already completed, and audits the attempt
     refuse(
