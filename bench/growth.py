@@ -18,8 +18,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import common, seed
-from bench.common import Workers, say
-from bench.throughput import EngineRun, measure_trees, worker_env
+from bench.common import say
+from bench.figures import table
+from bench.processes import Workers, running, worker_env
+from bench.throughput import EngineRun, measure_trees
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -70,13 +72,12 @@ def main(argv: list[str] | None = None) -> None:
         common.create_schema(database_url)
         common.use_redis_broker(redis_url)
         workers = Workers(args.processes, args.threads, database_url, redis_url, worker_env(args))
-        with common.running(workers):
+        with running(workers):
             if args.warmup:
                 measure_trees(workers, database_url, args.warmup)
             say(f"empty tables: {args.trees} trees")
             empty = measure_trees(workers, database_url, args.trees)
             seeded = seed.seed(database_url, args.rows)
-            say(f"seeded {seeded.rows} in {seeded.seconds:.1f} s")
             if args.warmup:
                 measure_trees(workers, database_url, args.warmup)
             say(f"with history: {args.trees} trees")
@@ -84,17 +85,14 @@ def main(argv: list[str] | None = None) -> None:
 
     before, after = figures(empty), figures(full)
     rows = [(name, before[name], after[name], ratio(before[name], after[name])) for name in before]
-    history = ", ".join(
-        f"{table.removeprefix('stepwise_')} {count}" for table, count in seeded.rows.items() if count
-    )
-    common.table(
+    table(
         f"Growth: {args.trees} trees on empty tables, then after seeding {args.rows} completed actions "
         f"({common.machine()})",
         rows,
         header=("figure", "empty", "with history", "ratio"),
         values=3,
     )
-    print(f"\nseeded in {seeded.seconds:.1f} s: {history}")
+    print(f"\n{seeded.summary()}")
     print(
         f"throughput with history / empty: {full.actions_per_second / empty.actions_per_second:.3f} "
         "(target ≥ 0.90)"

@@ -26,6 +26,8 @@ if __package__ in (None, ""):
 from sqlalchemy import func, select
 
 from bench import common
+from bench.figures import SqlCounts, table
+from bench.processes import postgres_cpu
 
 
 def run(url: str, trees: int, warmup: int, profile: str | None) -> list[tuple[str, ...]]:
@@ -53,7 +55,7 @@ def run(url: str, trees: int, warmup: int, profile: str | None) -> list[tuple[st
     grow(warmup, 1)
     before = workload.snapshot()
     database = common.database_name(url)
-    pg_before = common.postgres_cpu(database)
+    pg_before = postgres_cpu(database)
     cpu_before, wall_before = time.process_time(), time.perf_counter()
     profiler = cProfile.Profile(time.process_time) if profile else None  # CPU, not waits
     if profiler:
@@ -63,8 +65,8 @@ def run(url: str, trees: int, warmup: int, profile: str | None) -> list[tuple[st
         profiler.disable()
         profiler.dump_stats(profile)
     cpu, wall = time.process_time() - cpu_before, time.perf_counter() - wall_before
-    pg = common.postgres_cpu(database) - pg_before
-    sql = common.SqlCounts.between(before, workload.snapshot())  # type: ignore[arg-type]
+    pg = postgres_cpu(database) - pg_before
+    sql = SqlCounts.between(before, workload.snapshot())  # type: ignore[arg-type]
     with sa_engine.connect() as connection:
         statuses = dict(connection.execute(select(Action.status, func.count()).group_by(Action.status)).all())
     sa_engine.dispose()
@@ -80,7 +82,7 @@ def run(url: str, trees: int, warmup: int, profile: str | None) -> list[tuple[st
             f"{sql.total_statements / actions:.1f}",
             sql.by_kind(actions),
         ),
-        ("transactions/action", f"{(sql.commits + sql.rollbacks) / actions:.2f}", ""),
+        ("transactions/action", f"{sql.transactions / actions:.2f}", ""),
     ]
 
 
@@ -94,7 +96,7 @@ def main() -> None:
     options = parser.parse_args()
     with common.fresh_database("stepwise_hotpath") as url:
         rows = run(url, options.trees, options.warmup, options.profile)
-    common.table(f"Hot path, one process and one thread ({common.machine()})", rows)
+    table(f"Hot path, one process and one thread ({common.machine()})", rows)
 
 
 if __name__ == "__main__":

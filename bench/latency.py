@@ -25,7 +25,9 @@ if __package__ in (None, ""):
 import psycopg
 
 from bench import common
-from bench.common import Workers, percentile, say
+from bench.common import say
+from bench.figures import errors_row, percentile, table
+from bench.processes import Workers, running, worker_env
 
 NOTIFY_TRIGGER = """
 CREATE FUNCTION bench_notify_succeeded() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -118,7 +120,7 @@ def measure(
 def main(argv: list[str] | None = None) -> None:
     args = arguments(argv)
     say(common.machine())
-    env = {"STEPWISE_BENCH_ENGINE_LOG": args.engine_log} if args.engine_log else {}
+    env = worker_env(args)
     if args.worker_timeout is not None:
         env["dramatiq_worker_timeout"] = str(args.worker_timeout)
     with common.fresh_database("stepwise_latency") as database_url, common.claimed_redis() as redis_url:
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         from bench.workload import Tree
 
         workers = Workers(1, args.threads, database_url, redis_url, env)
-        with common.running(workers), engine.new_session() as session:
+        with running(workers), engine.new_session() as session:
             tree = Tree()
             session.add(tree)
             session.commit()
@@ -165,9 +167,9 @@ def main(argv: list[str] | None = None) -> None:
             "an idle Redis consumer sleeps up to this long between polls"
             + ("" if args.worker_timeout is not None else " (Dramatiq's default)"),
         ),
-        ("worker log errors/warnings", f"{len(errors)}", errors[0][:100] if errors else ""),
+        errors_row(errors),
     ]
-    common.table(
+    table(
         f"Latency: later() to succeeded, one-step action, 1 worker process x {args.threads} threads, "
         f"Redis ({common.machine()})",
         rows,

@@ -31,7 +31,8 @@ if __package__ in (None, ""):
 import psycopg
 
 from bench import common, seed
-from bench.common import percentile, say
+from bench.common import say
+from bench.figures import percentile, table
 
 PLACEHOLDER = "This page is not built yet."
 #: The link to the next page of a list: ``<a rel="next" href="…">`` (either attribute order).
@@ -153,7 +154,6 @@ def main(argv: list[str] | None = None) -> None:
     with common.fresh_database("stepwise_studio", keep=args.keep_database) as database_url:
         common.create_schema(database_url)
         seeded = seed.seed(database_url, args.rows, names=seed.STUDIO_NAMES, live=True)
-        say(f"seeded {seeded.rows} in {seeded.seconds:.1f} s")
         ids = seeded_ids(database_url)
         app, client = studio(database_url)
         try:
@@ -177,15 +177,14 @@ def main(argv: list[str] | None = None) -> None:
 
                 db.session.remove()
                 db.engine.dispose()
-    history = ", ".join(f"{t.removeprefix('stepwise_')} {n}" for t, n in seeded.rows.items() if n)
-    common.table(
+    table(
         f"Studio: server time per page with {args.rows} seeded actions, {args.repeat} requests each "
         f"({common.machine()})",
         rows,
         header=("page", "p50 ms", "p95 ms", "URL -> status"),
         values=2,
     )
-    print(f"\nseeded in {seeded.seconds:.1f} s: {history}")
+    print(f"\n{seeded.summary()}")
     print("targets: p95 < 150 ms per page, < 300 ms for the 1,000-node tree; page 100 as fast as page 1")
 
 

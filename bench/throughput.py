@@ -26,8 +26,10 @@ if __package__ in (None, ""):
 import dramatiq
 import psycopg
 
-from bench import common
-from bench.common import PostgresCpu, SqlCounts, Workers, say
+from bench import common, processes
+from bench.common import max_id, say
+from bench.figures import SqlCounts, errors_row, table
+from bench.processes import PostgresCpu, Workers, running, worker_env
 
 PIPELINE_STAGES = 5
 
@@ -63,12 +65,7 @@ class EngineRun:
 
     @property
     def transactions_per_action(self) -> float:
-        return self.per_action(self.sql.commits + self.sql.rollbacks)
-
-
-def max_id(connection: psycopg.Connection[Any], table: str) -> int:
-    row = connection.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()
-    return int(row[0]) if row else 0
+        return self.per_action(self.sql.transactions)
 
 
 def measure_trees(
@@ -98,8 +95,8 @@ def measure_trees(
                 raise
         low, high = invocations[0].id, invocations[-1].id
         cpu_before = workers.cpu_seconds()
-        postgres_before = common.postgres_cpu(common.database_name(database_url))
-        redis_before = common.redis_cpu()
+        postgres_before = processes.postgres_cpu(common.database_name(database_url))
+        redis_before = processes.redis_cpu()
         started = clock.now()
         workers.resume()
         deadline = time.monotonic() + deadline_seconds
@@ -118,8 +115,8 @@ def measure_trees(
                 )
             time.sleep(0.1)
         cpu_after = workers.cpu_seconds()
-        postgres_after = common.postgres_cpu(common.database_name(database_url))
-        redis_after = common.redis_cpu()
+        postgres_after = processes.postgres_cpu(common.database_name(database_url))
+        redis_after = processes.redis_cpu()
         ended_row = observer.execute(
             "SELECT max(completed_at) FROM stepwise_actions WHERE id > %s", (first_action,)
         ).fetchone()
@@ -273,10 +270,6 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def worker_env(args: argparse.Namespace) -> dict[str, str]:
-    return {"STEPWISE_BENCH_ENGINE_LOG": args.engine_log} if args.engine_log else {}
-
-
 def warm_up(workers: Workers, database_url: str, broker: Any, trees: int) -> None:
     if trees > 0:
         measure_trees(workers, database_url, trees)
@@ -292,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
         common.create_schema(database_url)
         broker = common.use_redis_broker(redis_url)
         workers = Workers(args.processes, args.threads, database_url, redis_url, worker_env(args))
-        with common.running(workers):
+        with running(workers):
             errors_before = len(workers.errors())
             warm_up(workers, database_url, broker, args.warmup)
             say(f"engine: {args.trees} trees")
@@ -332,9 +325,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{run.per_action(run.worker_cpu) / raw.cpu_per_message:.1f} msgs",
             "in raw no-op messages' worth of worker CPU",
         ),
-        ("worker log errors/warnings", f"{len(errors)}", errors[0][:100] if errors else ""),
+        errors_row(errors),
     ]
-    common.table(
+    table(
         f"Throughput: {args.processes} processes x {args.threads} threads, PostgreSQL + Redis "
         f"({common.machine()})",
         rows,
