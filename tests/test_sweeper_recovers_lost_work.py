@@ -1,90 +1,41 @@
 """Given work whose message was lost, or whose worker died, when the sweeper runs after the
 grace period, then it sends that work again once, records one ``recovered`` event caused by
-the sweeper, and the tree completes. Within the grace period it sends nothing.
+the sweeper, and the tree completes: admissions, children, waits, timeouts, steps and
+retries. What the sweeper leaves alone is in test_sweeper_leaves_recent_and_live_work_alone.py.
 
 Not a spec case: Stepped has no crash recovery (DESIGN invariant 4; issue 3, "Nothing is
-lost"). A lost message is ``dramatiq.get_broker().flush_all()`` after the commit. A worker
-killed in a step body leaves a step that was opened and never run: its transaction rolled
-back, and on PostgreSQL its row lock (its lease) went with its connection.
+lost"). How work is lost is in sweeper_scenarios.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import dramatiq
 import pytest
 from sqlalchemy import select
-from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 import engine
-from engine import StepContext, status, sweeper, testing
-from engine.invocation import admit_recording_errors
-from engine.models import Action, ActionEvent, Invocation, Step
+from engine import StepContext, status, testing
+from engine.models import Action, Invocation, Step
 from engine.retry import RetryPolicy
 from engine.sweeper import GRACE, SweepReport
 from tests.domain import Car
+from tests.sweeper_scenarios import (
+    SECOND,
+    T,
+    define_outbound_move,
+    define_park,
+    frozen,
+    lose_messages,
+    open_without_running,
+    recovered,
+    reloaded,
+    sweep,
+)
 
-T = datetime(2025, 1, 2, 3, 4, 5)
-SECOND = timedelta(seconds=1)
-
-
-@pytest.fixture(autouse=True)
-def frozen() -> Iterator[None]:
-    testing.freeze(T)
-    yield
-
-
-def lose_messages() -> None:
-    dramatiq.get_broker().flush_all()
-
-
-def sweep(**options: timedelta | int) -> SweepReport:
-    with engine.new_session() as session:
-        return sweeper.sweep(session, **options)  # type: ignore[arg-type]
-
-
-def recovered(session: Session) -> list[ActionEvent]:
-    query = select(ActionEvent).where(ActionEvent.event == "recovered").order_by(ActionEvent.id)
-    return list(session.scalars(query))
-
-
-def reloaded(session: Session, action: Action) -> Action:
-    session.expire_all()
-    found = session.get(Action, action.id)
-    assert found is not None
-    return found
-
-
-def define_park(seconds: int = 60) -> None:
-    """``park`` waits ``seconds`` in its first step, then moves the car to the garage."""
-    park = engine.define(Car, "park")
-
-    @park.step
-    def wait(car: Car, step: StepContext) -> None:
-        step.wait(seconds)
-
-    @park.step
-    def arrive(car: Car, step: StepContext) -> None:
-        car.location = "garage"
-
-
-def define_outbound_move() -> None:
-    """``change_location`` stays performing until completed from outside, for 5 seconds."""
-    engine.define(Car, "change_location", outbound=True, timeout=timedelta(seconds=5))
-
-
-def open_without_running(session: Session, car: Car, name: str, *args: object) -> Invocation:
-    """A worker admitted the invocation and opened its first step, then was killed before
-    the step's body ran: nothing of the body was committed."""
-    invocation = engine.later(car, name, *args)
-    session.commit()
-    with engine.new_session() as worker:
-        admit_recording_errors(worker, invocation.id)  # the body would run now: it never does
-    lose_messages()
-    return invocation
+__all__ = ["frozen"]  # the autouse fixture: pytest finds it in this module
 
 
 # --- admission ----------------------------------------------------------------------------
@@ -292,124 +243,3 @@ def test_a_retry_whose_message_was_lost_is_sent_again_after_its_due_time(session
     assert (len(tries), car.honks) == (2, 1)
     [event] = recovered(session)
     assert event.data["attempt"] == 2
-
-
-# --- what the sweeper leaves alone --------------------------------------------------------
-
-
-def test_within_the_grace_period_the_sweeper_sends_nothing(session: Session, car: Car) -> None:
-    # Given one of each kind of lost work: an admission, a wait, a timeout and a step
-    define_park(1)
-    define_outbound_move()
-    engine.later(car, "honk")
-    session.commit()
-    engine.now(car, "park")
-    engine.now(car, "change_location", "Paris")
-    open_without_running(session, car, "drive", 1)
-    lose_messages()
-
-    # When the sweeper runs just before the grace period ends for the oldest of them
-    testing.travel(GRACE - SECOND)
-    report = sweep()
-
-    # Then it sent nothing and recorded nothing
-    assert report == SweepReport()
-    assert testing.enqueued() == []
-    assert recovered(session) == []
-
-    # and once the grace period is over for each, it sends each again, once
-    testing.travel(timedelta(seconds=5) + 2 * SECOND)
-    assert sweep() == SweepReport(admit=1, wait_over=1, timeout=1, perform_step=1)
-    assert sorted(m.job for m in testing.enqueued()) == [
-        "stepwise.admit",
-        "stepwise.perform_step",
-        "stepwise.timeout",
-        "stepwise.wait_over",
-    ]
-    testing.drain()
-    assert len(recovered(session)) == 4
-
-    # and once everything concluded, nothing is left to sweep, however late
-    testing.travel(timedelta(days=1))
-    assert sweep() == SweepReport()
-    assert sweep(grace=timedelta()) == SweepReport()
-
-
-def test_work_whose_message_is_on_its_way_is_left_alone(session: Session, car: Car) -> None:
-    """Nothing was lost: every message is delivered; the sweeper never needs to step in."""
-    define_park(10)
-    engine.later(car, "park")
-    session.commit()
-    testing.travel(timedelta(seconds=10))
-    testing.drain()
-    testing.travel(GRACE + SECOND)
-    assert sweep() == SweepReport()
-    assert recovered(session) == []
-
-
-def test_a_sweep_sends_at_most_its_limit_of_each_kind(session: Session, car: Car) -> None:
-    # Given three lost admissions
-    for miles in (1, 2, 3):
-        engine.later(car, "drive", miles)
-    session.commit()
-    lose_messages()
-    testing.travel(GRACE + SECOND)
-
-    # When the sweeper runs with a limit of two
-    assert sweep(limit=2) == SweepReport(admit=2)
-    assert testing.drain() == 2
-
-    # Then the oldest two went first, and the third goes at the next sweep
-    session.refresh(car)
-    assert car.mileage == 3
-    assert sweep(limit=2) == SweepReport(admit=1)
-    testing.drain()
-    session.refresh(car)
-    assert car.mileage == 6
-
-
-@pytest.mark.postgresql_only
-def test_a_step_held_by_a_live_worker_is_skipped(session: Session, car: Car, backend: Engine) -> None:
-    """A live worker holds its step's row lock while the body runs (its lease): the sweeper
-    skips the row instead of waiting for it or sending it again."""
-    # Given a step opened long ago whose body a live worker is running
-    open_without_running(session, car, "drive", 2)
-    step_id = session.scalars(select(Step.id)).one()
-    testing.travel(GRACE + SECOND)
-    with engine.new_session() as worker:
-        worker.scalars(select(Step).where(Step.id == step_id).with_for_update()).one()
-
-        # When the sweeper runs
-        report = sweep()
-
-        # Then it skipped the step
-        assert report == SweepReport()
-        worker.rollback()
-
-    # and once the worker is gone (its lease released), the step is sent again
-    assert sweep() == SweepReport(perform_step=1)
-    testing.drain()
-    session.refresh(car)
-    assert car.mileage == 2
-
-
-@pytest.mark.postgresql_only
-def test_an_invocation_held_by_a_live_worker_is_skipped(session: Session, car: Car) -> None:
-    """A live worker holds the invocation's row lock while it admits it (its lease)."""
-    # Given a lost admission that a live worker is admitting right now
-    invocation = engine.later(car, "drive", 2)
-    session.commit()
-    lose_messages()
-    testing.travel(GRACE + SECOND)
-    with engine.new_session() as worker:
-        worker.scalars(select(Invocation).where(Invocation.id == invocation.id).with_for_update()).one()
-
-        # When the sweeper runs
-        report = sweep()
-
-        # Then it skipped the invocation
-        assert report == SweepReport()
-        worker.rollback()
-
-    # and once the worker is gone, the invocation is sent again
-    assert sweep() == SweepReport(admit=1)

@@ -4,7 +4,7 @@ completion lands in the action's history and in the audit (cause webhook, by "we
 a second delivery of the same completion id gets the first answer and completes nothing.
 
 Not a spec case: the studio is ours (issue 4, "Webhooks and API"). The refusals (signature,
-timestamp, JSON, fields) are in test_webhook_refusals.py.
+timestamp, JSON, fields, the action) are in the test_webhook_refuses_*.py files.
 """
 
 from __future__ import annotations
