@@ -89,6 +89,8 @@ def record(
     level = _level(event, data)
     if not log.isEnabledFor(level):
         return
+    # One line per event: the traceback stays in the history (and the studio), not the log.
+    shown = {key: value for key, value in data.items() if key != "traceback"}
     if action is not None:
         log.log(
             level,
@@ -99,10 +101,10 @@ def record(
             action.actor_type,
             action.actor_id,
             cause,
-            data or "",
+            shown or "",
         )
     else:
-        log.log(level, "%s invocation=%s cause=%s %s", event, invocation_id, cause, data or "")
+        log.log(level, "%s invocation=%s cause=%s %s", event, invocation_id, cause, shown or "")
 
 
 def _level(event: str, data: dict[str, Any]) -> int:
