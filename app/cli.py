@@ -22,7 +22,7 @@ from typing import Any
 from flask import Flask
 
 import engine
-from engine.cli import DATABASE_URL, GROUPS, CommandFailed, argument, command, database
+from engine.cli_base import DATABASE_URL, GROUPS, CommandFailed, argument, command, database
 
 from . import create_app, users
 from .database import db

@@ -10,6 +10,7 @@ from .achievement import Achievement, checksum
 from .achievement import forget as forget_achievement
 from .action import Action
 from .actor import Actor, BoundAction, action
+from .completion import Completion
 from .config import handling
 from .db import Base, configure
 from .db import session as new_session
@@ -26,10 +27,11 @@ from .errors import (
     UnknownAction,
 )
 from .history import ActionEvent
-from .invocation import Invocation, later, now
+from .invocation import Invocation
+from .invoke import later, now
 from .migrate import create_all, upgrade
 from .outbound import complete, complete_action, complete_later
-from .performance import Completion, Performance
+from .performance import Performance
 from .registry import register_service
 from .retry import RetryPolicy
 from .step import Step

@@ -25,13 +25,14 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column, object_session, relationship
+from sqlalchemy.orm.attributes import set_committed_value
 
-from . import achievement, arguments, clock, history, registry, status
+from . import arguments, clock, registry, status
 from .db import Base, Id, Timestamps
+from .definition import Definition, find_or_add
 from .errors import InvalidTransition
 
 if TYPE_CHECKING:
-    from .definition import Definition
     from .performance import Performance
     from .step import Step
 
@@ -135,7 +136,7 @@ class Action(Timestamps, Base):
     def definition(self) -> Definition:
         cached = self.__dict__.get("_actor")
         cls = type(cached) if cached is not None else registry.actor_class(self.actor_type)
-        return registry.find_or_add(cls, self.name)
+        return find_or_add(cls, self.name)
 
     @property
     def arguments(self) -> list[Any]:
@@ -201,7 +202,7 @@ class Action(Timestamps, Base):
         self.status = to
 
     def record_error(self, error: BaseException) -> None:
-        self.error_class = f"{type(error).__module__}.{type(error).__qualname__}"
+        self.error_class = error_class(error)
         self.error_message = str(error)
         self.error_traceback = "".join(traceback.format_exception(error))
 
@@ -220,8 +221,6 @@ def write_status(session: Session, action: Action, to: str, **values: Any) -> bo
     result = session.connection().execute(statement, {"action_id": action.id, "now": now, **parameters})
     if result.rowcount != 1:
         return False
-    from sqlalchemy.orm.attributes import set_committed_value
-
     set_committed_value(action, "status", to)
     set_committed_value(action, "updated_at", now)
     for key, value in values.items():
@@ -250,150 +249,13 @@ def lock(session: Session, action_id: int) -> Action | None:
     ).one_or_none()
 
 
-def ancestors_include(session: Session, start_ids: set[int], target_id: int) -> bool:
-    """Whether ``target_id`` is among ``start_ids`` or their ancestors through parent steps,
-    following every link, including those added by reuse and superseding."""
-    from .step import Step, step_actions
-
-    seen: set[int] = set()
-    frontier = set(start_ids)
-    while frontier:
-        if target_id in frontier:
-            return True
-        seen |= frontier
-        rows = session.scalars(
-            select(Step.action_id)
-            .join(step_actions, step_actions.c.parent_step_id == Step.id)
-            .where(step_actions.c.child_action_id.in_(frontier))
-            .distinct()
-        ).all()
-        frontier = set(rows) - seen
-    return False
-
-
-def descendant_of(action: Action, ancestor: Action) -> bool:
-    session = object_session(action)
-    assert session is not None
-    return ancestors_include(session, {p.action_id for p in action.parent_steps}, ancestor.id)
-
-
-def perform(session: Session, action: Action, cause: str = history.WORKER, **values: Any) -> None:
-    """pending -> performing: start the clock, erase achievements under its key, and create
-    its current step (run after commit). ``values`` are written with the status."""
-    from . import broker, jobs
-    from .step import open_step, resume_step
-
-    reopened = action.started_at is not None
-    now = clock.now()
-    deadline = now + timedelta(seconds=action.timeout_seconds) if action.timeout_seconds else None
-    if not write_status(session, action, status.PERFORMING, started_at=now, deadline_at=deadline, **values):
-        raise InvalidTransition(f"action {action.id} is {action.status}, not pending")
-    # The achievement records the last known good state of what the key stands for;
-    # starting new work on the key makes that state unknown.
-    achievement.erase(session, action.checksum_key)
-    history.record(session, action, "started", cause=cause)
-    if reopened:
-        resume_step(session, action)  # an operator's retry: carry on where it stopped
-    else:
-        open_step(session, action)
-    if action.timeout_seconds:
-        broker.enqueue(session, jobs.timeout, action.id, delay=timedelta(seconds=action.timeout_seconds))
-
-
-def accomplished(session: Session, action: Action, step: Step) -> None:
-    """A step of ``action`` concluded: fail the action, start its next step, or complete it
-    (an outbound action stays performing until something completes it)."""
-    from . import performance
-    from .step import open_step
-
-    # Under the lane's lock, read the status afresh: a timeout or an outside completion
-    # may have completed the action while its step body ran.
-    lane = performance.lock(session, action.concurrency_key)
-    session.refresh(action, ["status"])
-    if action.status != status.PERFORMING:
-        return
-    if step.status == status.STEP_FAILED:
-        performance.forward(session, lane, action, status.FAILED, unperformed_steps=False)
-    elif len(action.definition.all_steps()) > action.current_step_index + 1:
-        action.current_step_index += 1
-        action.store_arguments()
-        open_step(session, action)
-    elif not action.outbound:
-        performance.forward(session, lane, action, status.SUCCEEDED, unperformed_steps=False)
-    else:
-        history.record(session, action, "awaiting_completion")
-
-
-def run_callbacks(session: Session, action: Action, completed_status: str) -> None:
-    from .config import run_user_code
-
-    definition = action.definition
-    for callback in definition.callbacks_for(completed_status):
-        error = run_user_code(callback, action.actor, action, *action.arguments)
-        if error is None:
-            action.after_callbacks_succeeded_count = (action.after_callbacks_succeeded_count or 0) + 1
-        else:
-            action.after_callbacks_failed_count = (action.after_callbacks_failed_count or 0) + 1
-            action.record_error(error)
-            history.record(session, action, "callback_failed", status=completed_status, **error_data(error))
-
-
-def finalize(
-    session: Session,
-    action: Action,
-    to: str,
-    *,
-    cause: str = history.WORKER,
-    by: str | None = None,
-    error: BaseException | None = None,
-    note: str | None = None,
-    unperformed_steps: bool = True,
-) -> bool:
-    """Complete ``action`` with status ``to`` once: run its after-callbacks, leave its lane,
-    close the steps whose body never ran (``unperformed_steps=False``: it has none), grant
-    its achievement, and conclude the parent steps waiting on it. False when the action was
-    already completed (nothing changes then)."""
-    from .step import conclude_waiters
-
-    if to not in status.COMPLETIONS:
-        raise InvalidTransition(f"actions complete as one of {sorted(status.COMPLETIONS)}, not {to!r}")
-    values: dict[str, Any] = {"completed_at": clock.now(), "performance_id": None}
-    if not write_status(session, action, to, **values):
-        return False
-    if error is not None:
-        action.record_error(error)
-    run_callbacks(session, action, to)
-    action.store_arguments()
-    data: dict[str, Any] = {"status": to}
-    if note:
-        data["note"] = note
-    if error is not None:
-        data.update(error_data(error))
-    history.record(session, action, "completed", cause=cause, by=by, **data)
-    if unperformed_steps:
-        close_unperformed_steps(session, action)
-    if action.succeeded_including_callbacks and action.checksum:
-        achievement.grant(session, action.checksum_key, action.checksum, action.id)
-    conclude_waiters(session, action)
-    return True
-
-
-def close_unperformed_steps(session: Session, action: Action) -> None:
-    """A step whose body has not run when its action completes never will: close it, so no
-    step is left open (steps already waiting on children close when those conclude)."""
-    from .step import Step
-
-    session.execute(
-        update(Step)
-        .where(Step.action_id == action.id, Step.performed_at.is_(None), Step.completed_at.is_(None))
-        .values(status=status.STEP_CANCELLED, completed_at=clock.now(), updated_at=clock.now())
-        .execution_options(synchronize_session=False)
-    )
+def error_class(error: BaseException) -> str:
+    return f"{type(error).__module__}.{type(error).__qualname__}"
 
 
 def error_data(error: BaseException) -> dict[str, Any]:
     return {
-        "error_class": f"{type(error).__module__}.{type(error).__qualname__}",
+        "error_class": error_class(error),
         "error_message": str(error),
         "traceback": "".join(traceback.format_exception(error)),
     }

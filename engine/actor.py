@@ -11,13 +11,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
 from . import registry, status
-from .definition import Definition, KeyOption, TimeoutOption
+from .definition import Definition, KeyOption, TimeoutOption, own
+from .invoke import later, now
+from .outbound import complete, complete_later
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:
     from .action import Action
+    from .completion import Completion
     from .invocation import Invocation
-    from .performance import Completion
 
 
 class Actor:
@@ -46,23 +48,15 @@ class BoundAction:
         return f"<BoundAction {type(self.actor).__name__}.{self.name}>"
 
     def later(self, *args: Any) -> Invocation:
-        from .invocation import later
-
         return later(self.actor, self.name, *args)
 
     def now(self, *args: Any) -> Action:
-        from .invocation import now
-
         return now(self.actor, self.name, *args)
 
     def complete(self, to: str = status.SUCCEEDED, **options: Any) -> Completion:
-        from .outbound import complete
-
         return complete(self.actor, self.name, to, **options)
 
     def complete_later(self, to: str = status.SUCCEEDED) -> None:
-        from .outbound import complete_later
-
         complete_later(self.actor, self.name, to)
 
     def __call__(self, *args: Any) -> Any:
@@ -110,7 +104,7 @@ class InheritedAction:
         self.name = name
 
     def __getattr__(self, attr: str) -> Any:
-        return getattr(registry.own(self.owner, self.name), attr)
+        return getattr(own(self.owner, self.name), attr)
 
 
 @overload

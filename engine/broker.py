@@ -24,7 +24,17 @@ from . import clock
 log = logging.getLogger("stepwise")
 
 QUEUE = "stepwise"
+
+# The engine's jobs by message name (declared in engine/jobs.py): transitions address
+# them by name, so no transition imports the jobs module.
+ADMIT = "stepwise.admit"
+PERFORM_STEP = "stepwise.perform_step"
+TIMEOUT = "stepwise.timeout"
+WAIT_OVER = "stepwise.wait_over"
+COMPLETE = "stepwise.complete"
+
 _AFTER_COMMIT = "stepwise.after_commit"
+_READY = "stepwise.ready_steps"
 _sequence = itertools.count()
 
 
@@ -72,17 +82,36 @@ def after_commit(session: Session, callback: Callable[[], Any]) -> None:
     session.info.setdefault(_AFTER_COMMIT, []).append(callback)
 
 
-def enqueue(session: Session, job: Any, *args: Any, delay: timedelta | None = None) -> None:
+def ready(session: Session) -> list[int]:
+    """Steps opened by committed transactions of ``session`` whose bodies have not run:
+    the session's owner runs them (a worker) or sends them to workers (a web request)."""
+    return session.info.setdefault(_READY, [])  # type: ignore[no-any-return]
+
+
+def ready_after_commit(session: Session, step_id: int) -> None:
+    """Once this transaction commits, the body of step ``step_id`` is ready to run."""
+    after_commit(session, lambda: ready(session).append(step_id))
+
+
+def enqueue(session: Session, job: str | Any, *args: Any, delay: timedelta | None = None) -> None:
     """Send ``job(*args)`` after the session's transaction commits."""
     after_commit(session, lambda: send(job, *args, delay=delay))
 
 
-def send(job: Any, *args: Any, delay: timedelta | None = None) -> None:
+def send(job: str | Any, *args: Any, delay: timedelta | None = None) -> None:
+    """Send a message now to ``job``: an engine job by message name, or a Dramatiq actor."""
     broker = dramatiq.get_broker()
-    if job.actor_name not in broker.get_declared_actors():
-        broker.declare_actor(job)
     due = clock.now() + (delay or timedelta())
-    message = job.message_with_options(args=args, stepwise_due=due.isoformat(), stepwise_seq=next(_sequence))
+    options = {"stepwise_due": due.isoformat(), "stepwise_seq": next(_sequence)}
+    message: dramatiq.Message[Any]
+    if isinstance(job, str):
+        if QUEUE not in broker.get_declared_queues():
+            broker.declare_queue(QUEUE)
+        message = dramatiq.Message(queue_name=QUEUE, actor_name=job, args=args, kwargs={}, options=options)
+    else:
+        if job.actor_name not in broker.get_declared_actors():
+            broker.declare_actor(job)
+        message = job.message_with_options(args=args, **options)
     broker.enqueue(message, delay=int(delay.total_seconds() * 1000) if delay else None)
 
 

@@ -14,8 +14,8 @@ import sys
 from datetime import timedelta
 from typing import Any
 
-from . import commands, db, metrics, status
-from .cli import DATABASE_URL, argument, command, database
+from . import broker, commands, db, metrics, status
+from .cli_base import DATABASE_URL, argument, command, database
 
 BY = argument(
     "--by", metavar="NAME", help="who runs the command (default: $STEPWISE_OPERATOR, else your login)"
@@ -47,8 +47,6 @@ def report(result: commands.CommandResult, what: str) -> int:
 
 def connected(args: argparse.Namespace) -> Any:
     import importlib
-
-    from . import broker
 
     broker.setup()
     extra = [m for m in os.environ.get("STEPWISE_IMPORTS", "").split(",") if m.strip()]

@@ -6,12 +6,13 @@ A definition only describes; the state machine lives in action, step and perform
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, overload
 
-from . import registry, status
+from . import broker, registry, status
 from .achievement import checksum as checksum_of
 from .errors import ArgumentError, UnknownAction
 from .retry import RetryPolicy
@@ -139,8 +140,6 @@ class Definition:
 
     def default_step(self, actor: Any, step: Any, *arguments: Any) -> None:
         if self.job is not None:
-            from . import broker
-
             broker.enqueue(step.session, self.job, step.action.id)
             return
         method = self.method
@@ -211,7 +210,32 @@ def define(actor_class: type, name: str, fn: Callable[..., Any] | None = None, *
     return registry.add(definition)
 
 
+def find_or_add(cls: type, name: str) -> Definition:
+    """The definition of ``name`` for ``cls``; an undeclared method becomes a one-step action."""
+    found = registry.find(cls, name)
+    if found is not None:
+        return found
+    if not callable(getattr(cls, name, None)):
+        raise UnknownAction(cls.__name__, name)
+    return registry.add(Definition(cls, name))
+
+
+def own(cls: type, name: str) -> Definition:
+    """The definition ``cls`` owns for ``name``: an inherited one is copied first, so that
+    changing it (prepending a step, adding a callback) leaves the parent's alone."""
+    found = registry.find(cls, name)
+    if found is None:
+        return registry.add(Definition(cls, name))
+    if found.actor_class is cls:
+        return found
+    mine = copy.copy(found)
+    mine.actor_class = cls
+    mine.steps = list(found.steps)
+    mine.callbacks = list(found.callbacks)
+    return registry.add(mine)
+
+
 def definition(actor_class: type, name: str) -> Definition:
     """The definition ``actor_class`` owns for ``name``, to add steps or callbacks to it from
     outside the class body; an inherited definition is copied for the subclass first."""
-    return registry.own(actor_class, name)
+    return own(actor_class, name)

@@ -16,18 +16,22 @@ import dramatiq
 from sqlalchemy import update
 
 from . import broker, clock, db, history, registry, status
+from .action import Action
+from .admission import admit_recording_errors
+from .completion import complete_action, conclude
+from .invocation import Invocation
+from .outbound import complete as complete_outbound
+from .outbound import complete_action as complete_outbound_action
+from .step_body import resume, run_ready
 
 broker.setup()
 
 OPTIONS: dict[str, Any] = {"queue_name": broker.QUEUE, "max_retries": 10}
 
 
-@dramatiq.actor(actor_name="stepwise.admit", **OPTIONS)
+@dramatiq.actor(actor_name=broker.ADMIT, **OPTIONS)
 def admit(invocation_id: int) -> None:
     """Admit an invocation to its lane and run the steps that become ready."""
-    from .invocation import Invocation, admit_recording_errors
-    from .step_body import resume, run_ready
-
     with db.session() as session:
         action = admit_recording_errors(session, invocation_id)
         if action is None:
@@ -38,23 +42,17 @@ def admit(invocation_id: int) -> None:
         run_ready(session)
 
 
-@dramatiq.actor(actor_name="stepwise.perform_step", **OPTIONS)
+@dramatiq.actor(actor_name=broker.PERFORM_STEP, **OPTIONS)
 def perform_step(step_id: int) -> None:
     """Run a step body that was opened but not run."""
-    from .step_body import ready, run_ready
-
     with db.session() as session:
-        ready(session).append(step_id)
+        broker.ready(session).append(step_id)
         run_ready(session)
 
 
-@dramatiq.actor(actor_name="stepwise.timeout", **OPTIONS)
+@dramatiq.actor(actor_name=broker.TIMEOUT, **OPTIONS)
 def timeout(action_id: int) -> None:
     """Time out a performing action whose deadline has passed."""
-    from .action import Action
-    from .performance import complete_action
-    from .step_body import run_ready
-
     with db.session() as session:
 
         def work() -> timedelta | None:
@@ -69,17 +67,13 @@ def timeout(action_id: int) -> None:
 
         early = db.retrying(session, work)
         if early is not None:
-            broker.send(timeout, action_id, delay=early)
+            broker.send(broker.TIMEOUT, action_id, delay=early)
         run_ready(session)
 
 
-@dramatiq.actor(actor_name="stepwise.wait_over", **OPTIONS)
+@dramatiq.actor(actor_name=broker.WAIT_OVER, **OPTIONS)
 def wait_over(invocation_id: int) -> None:
     """A ``step.wait`` elapsed: conclude it in its step, once."""
-    from .invocation import Invocation
-    from .step import conclude
-    from .step_body import run_ready
-
     with db.session() as session:
 
         def work() -> timedelta | None:
@@ -101,21 +95,18 @@ def wait_over(invocation_id: int) -> None:
 
         early = db.retrying(session, work)
         if early is not None:
-            broker.send(wait_over, invocation_id, delay=early)
+            broker.send(broker.WAIT_OVER, invocation_id, delay=early)
         run_ready(session)
 
 
-@dramatiq.actor(actor_name="stepwise.complete", **OPTIONS)
+@dramatiq.actor(actor_name=broker.COMPLETE, **OPTIONS)
 def complete(
     actor_type: str, actor_id: str, name: str, to: str = status.SUCCEEDED, action_id: int | None = None
 ) -> None:
     """Complete the outbound action ``complete_later`` meant (by id when it was known),
     else the one current for this actor and name."""
-    from .outbound import complete as complete_outbound
-    from .outbound import complete_action
-
     if action_id is not None:
-        complete_action(action_id, to)
+        complete_outbound_action(action_id, to)
         return
     with db.session() as session:
         actor = registry.load_actor(session, actor_type, actor_id)

@@ -13,9 +13,11 @@ from sqlalchemy.orm import Session, object_session
 
 from . import broker, db, history, registry, status
 from .action import Action
-from .invocation import session_for
-from .performance import Completion, Performance, forward, outbound_lane
-from .performance import complete_action as complete_in_lane
+from .completion import Completion, forward
+from .completion import complete_action as complete_in_lane
+from .invoke import session_for
+from .performance import Performance, outbound_lane
+from .step_body import run_ready
 
 
 def complete(
@@ -96,8 +98,6 @@ def complete_later(actor: Any, name: str, to: str = status.SUCCEEDED) -> None:
 
     The message names the action that is current in the lane now, so a redelivered message
     finds it already completed instead of completing the next one in the lane."""
-    from . import jobs
-
     actor_type, actor_id = registry.actor_ref(actor)
     session = object_session(actor)
     lookup = session if session is not None else db.session()
@@ -113,14 +113,12 @@ def complete_later(actor: Any, name: str, to: str = status.SUCCEEDED) -> None:
             lookup.close()
     args = (actor_type, actor_id, name, to, target)
     if session is None:
-        broker.send(jobs.complete, *args)
+        broker.send(broker.COMPLETE, *args)
     else:
-        broker.enqueue(session, jobs.complete, *args)
+        broker.enqueue(session, broker.COMPLETE, *args)
 
 
 def _run(session: Session, work: Any) -> Completion:
-    from .step_body import run_ready
-
     result: Completion = db.retrying(session, work)
     run_ready(session)
     return result

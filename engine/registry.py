@@ -1,20 +1,19 @@
 """The registry: definitions by (actor class, action name), and actor classes and service
 objects by the type name stored on action rows.
 
-``find`` walks the class's MRO, so subclasses inherit their parents' definitions;
-``find_or_add`` turns any undeclared method into a one-step action, as Stepped does.
+``find`` walks the class's MRO, so subclasses inherit their parents' definitions
+(``definition.find_or_add`` turns any undeclared method into a one-step action).
 """
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import NoInspectionAvailable
 from sqlalchemy.orm import Session
 
-from .errors import ActorNotFound, NotAnActor, UnknownAction
+from .errors import ActorNotFound, NotAnActor
 
 if TYPE_CHECKING:
     from .definition import Definition
@@ -53,35 +52,6 @@ def find(cls: type, name: str) -> Definition | None:
         if found is not None:
             return found
     return None
-
-
-def find_or_add(cls: type, name: str) -> Definition:
-    """The definition of ``name`` for ``cls``; an undeclared method becomes a one-step action."""
-    found = find(cls, name)
-    if found is not None:
-        return found
-    if not callable(getattr(cls, name, None)):
-        raise UnknownAction(cls.__name__, name)
-    from .definition import Definition
-
-    return add(Definition(cls, name))
-
-
-def own(cls: type, name: str) -> Definition:
-    """The definition ``cls`` owns for ``name``: an inherited one is copied first, so that
-    changing it (prepending a step, adding a callback) leaves the parent's alone."""
-    found = find(cls, name)
-    if found is None:
-        from .definition import Definition
-
-        return add(Definition(cls, name))
-    if found.actor_class is cls:
-        return found
-    mine = copy.copy(found)
-    mine.actor_class = cls
-    mine.steps = list(found.steps)
-    mine.callbacks = list(found.callbacks)
-    return add(mine)
 
 
 def job_classes() -> list[Any]:

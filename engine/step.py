@@ -9,7 +9,6 @@ and never strand (invariant 3).
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -23,7 +22,6 @@ from sqlalchemy import (
     Table,
     UniqueConstraint,
     bindparam,
-    select,
     text,
     update,
 )
@@ -124,90 +122,21 @@ def open_step(session: Session, action: Action) -> Step:
     session.add(step)
     session.flush()
     history.record(session, action, "step_started", step_id=step.id, index=step.definition_index)
-    from .step_body import ready
-
-    broker.after_commit(session, lambda: ready(session).append(step.id))
+    broker.ready_after_commit(session, step.id)
     return step
 
 
-def resume_step(session: Session, action: Action) -> None:
-    """A reopened action performs again: open its current step, or run it if its body
-    has not run, or move on if it already succeeded; a step still waiting on children
-    keeps waiting."""
-    from .action import accomplished
-    from .step_body import ready
-
-    step = session.scalars(
-        select(Step).where(Step.action_id == action.id, Step.definition_index == action.current_step_index)
-    ).one_or_none()
-    if step is None:
-        open_step(session, action)
-    elif step.status == status.STEP_CANCELLED:
-        step.status, step.completed_at = status.STEP_PERFORMING, None
-        history.record(session, action, "step_resumed", step_id=step.id)
-        broker.after_commit(session, lambda: ready(session).append(step.id))
-    elif step.status == status.STEP_PERFORMING and step.performed_at is None:
-        broker.after_commit(session, lambda: ready(session).append(step.id))
-    elif step.status != status.STEP_PERFORMING:
-        accomplished(session, action, step)
-
-
-def complete(session: Session, step: Step, action: Action | None = None) -> None:
-    from .action import Action, accomplished
-
-    step.completed_at = clock.now()
-    if step.status != status.STEP_FAILED:
-        step.status = status.STEP_FAILED if step.unsuccessful_actions_count else status.STEP_SUCCEEDED
-    if action is None:
-        action = session.get(Action, step.action_id, populate_existing=True)
-        assert action is not None
-    history.record(session, action, "step_concluded", step_id=step.id, status=step.status)
-    session.flush()
-    accomplished(session, action, step)
-
-
-def conclude(session: Session, step_id: int, succeeded: bool, count: int = 1) -> None:
-    """``count`` children (or waits) of the step concluded; complete it when none is left."""
-    result = (
+def decrement(session: Session, step_id: int, count: int, failed: int) -> int:
+    """``count`` children of the step concluded (``failed`` of them unsuccessfully): how
+    many it still waits on. Raises ``NoPendingActions`` rather than go below zero."""
+    row = (
         session.connection()
-        .execute(
-            _CONCLUDE,
-            {"step_id": step_id, "count": count, "failed": 0 if succeeded else count, "now": clock.now()},
-        )
+        .execute(_CONCLUDE, {"step_id": step_id, "count": count, "failed": failed, "now": clock.now()})
         .first()
     )
-    if result is None:
+    if row is None:
         raise NoPendingActions(f"step {step_id} waits on fewer than {count} children")
-    if result[0] == 0:
-        step = session.get(Step, step_id, populate_existing=True)
-        assert step is not None
-        if step.completed_at is None:
-            complete(session, step)
-
-
-def conclude_waiters(session: Session, action: Action) -> None:
-    """Tell every step waiting on ``action`` that it concluded, each exactly once."""
-    from .invocation import Invocation
-
-    succeeded = action.succeeded_including_callbacks
-    invocations = Invocation.__table__.c
-    rows = (
-        session.connection()
-        .execute(
-            update(Invocation.__table__)  # type: ignore[arg-type]
-            .where(
-                invocations.action_id == bindparam("b_action_id"),
-                invocations.concluded_at.is_(None),
-                invocations.parent_step_id.is_not(None),
-            )
-            .values(concluded_at=bindparam("b_now"), succeeded=bindparam("b_succeeded"))
-            .returning(invocations.parent_step_id),
-            {"b_action_id": action.id, "b_now": clock.now(), "b_succeeded": succeeded},
-        )
-        .all()
-    )
-    for step_id, count in sorted(Counter(row[0] for row in rows if row[0] is not None).items()):
-        conclude(session, step_id, succeeded, count)
+    return int(row[0])
 
 
 def link(session: Session, step_id: int, action_id: int) -> None:

@@ -15,29 +15,24 @@ from sqlalchemy.orm import Session
 
 from . import broker, clock, db, history, status
 from .action import Action, error_data
-from .step import Step, complete
+from .completion import complete_step
+from .config import run_user_code
+from .step import Step
 from .step_context import StepContext
 
 
 def dispatch_ready(session: Session) -> None:
     """Send the bodies of the steps this session opened to the workers, instead of running
     them here (operator commands run in web requests and CLIs)."""
-    from . import jobs
-
-    queue = ready(session)
+    queue = broker.ready(session)
     while queue:
-        broker.send(jobs.perform_step, queue.pop(0))
-
-
-def ready(session: Session) -> list[int]:
-    """Steps created by committed transactions of ``session`` whose bodies have not run."""
-    return session.info.setdefault("stepwise.ready_steps", [])  # type: ignore[no-any-return]
+        broker.send(broker.PERFORM_STEP, queue.pop(0))
 
 
 def run_ready(session: Session) -> None:
     """Run the bodies of the steps this session opened, each in its own transaction,
     until none is left (a body may complete its action and open the next one's step)."""
-    queue = ready(session)
+    queue = broker.ready(session)
     while queue:
         step_id = queue.pop(0)
         try:
@@ -69,8 +64,6 @@ _LOCK = (
 
 def perform(session: Session, step_id: int, failure: BaseException | None = None) -> None:
     """Run a step's body once; record its children and waits, or its failure."""
-    from .config import run_user_code
-
     row = session.execute(_LOCK, {"step_id": step_id}).one_or_none()
     if row is None:
         return
@@ -107,13 +100,11 @@ def perform(session: Session, step_id: int, failure: BaseException | None = None
         action.record_error(error)
         history.record(session, action, "step_failed", step_id=step.id, **error_data(error))
     if step.pending_actions_count == 0:
-        complete(session, step, action)
+        complete_step(session, step, action)
 
 
 def schedule_retry(session: Session, step: Step, action: Action, error: BaseException) -> None:
     """Record a failed attempt and send the next one, due after the policy's interval."""
-    from . import jobs
-
     interval = action.definition.retry.interval(step.attempt)
     step.retry_at = clock.now() + interval
     action.record_error(error)
@@ -127,7 +118,7 @@ def schedule_retry(session: Session, step: Step, action: Action, error: BaseExce
         **error_data(error),
     )
     step.attempt += 1
-    broker.enqueue(session, jobs.perform_step, step.id, delay=interval)
+    broker.enqueue(session, broker.PERFORM_STEP, step.id, delay=interval)
 
 
 def resume(session: Session, action_id: int) -> None:
@@ -145,4 +136,4 @@ def resume(session: Session, action_id: int) -> None:
         )
     ).first()
     if pending is not None:
-        ready(session).append(pending)
+        broker.ready(session).append(pending)

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
-from . import broker, clock, history, registry, status
+from . import broker, clock, history, status
+from .definition import find_or_add
+from .invocation import Invocation, request
 
 if TYPE_CHECKING:
     from .action import Action
@@ -45,7 +47,7 @@ class StepContext:
         if not isinstance(action_name, str):
             raise TypeError(f"step.on takes an action name or a bound action, not {name!r}")
         for actor in _actors(actors):
-            registry.find_or_add(type(actor), action_name)
+            find_or_add(type(actor), action_name)
             self._children.append((actor, action_name, args))
 
     def wait(self, duration: timedelta | float) -> None:
@@ -71,9 +73,6 @@ class StepContext:
     def _record(self) -> None:
         """Insert the children's and waits' invocations (in one flush) and send their
         messages after commit; the step now waits on each of them."""
-        from . import jobs
-        from .invocation import Invocation, request
-
         if self._children:
             self.session.flush()  # a child's actor may be a row the body has just added
         children = [request(actor, name, args, self.step) for actor, name, args in self._children]
@@ -95,9 +94,9 @@ class StepContext:
             self.session.add_all([*children, *waits])
             self.session.flush()
             for child in children:
-                broker.enqueue(self.session, jobs.admit, child.id)
+                broker.enqueue(self.session, broker.ADMIT, child.id)
             for wait, duration in zip(waits, self._waits, strict=True):
-                broker.enqueue(self.session, jobs.wait_over, wait.id, delay=duration)
+                broker.enqueue(self.session, broker.WAIT_OVER, wait.id, delay=duration)
             history.record(
                 self.session,
                 self.action,

@@ -78,8 +78,6 @@ def sweep(session: Session, *, grace: timedelta = GRACE, limit: int = 1000) -> S
 
 
 def _admissions(session: Session, cutoff: datetime, limit: int) -> int:
-    from . import jobs
-
     invocations = session.scalars(
         select(Invocation)
         .where(
@@ -93,13 +91,11 @@ def _admissions(session: Session, cutoff: datetime, limit: int) -> int:
     ).all()
     for invocation in invocations:
         parent = _step_action(session, invocation.parent_step_id)
-        _recovered(session, jobs.admit, invocation.id, parent, invocation_id=invocation.id)
+        _recovered(session, broker.ADMIT, invocation.id, parent, invocation_id=invocation.id)
     return len(invocations)
 
 
 def _waits(session: Session, cutoff: datetime, limit: int) -> int:
-    from . import jobs
-
     # A wait is settled when it concludes; its created_at precedes its due_at, so the
     # unsettled index bounds the scan.
     waits = session.scalars(
@@ -118,14 +114,12 @@ def _waits(session: Session, cutoff: datetime, limit: int) -> int:
     for wait in waits:
         action = _step_action(session, wait.parent_step_id)
         _recovered(
-            session, jobs.wait_over, wait.id, action, invocation_id=wait.id, step_id=wait.parent_step_id
+            session, broker.WAIT_OVER, wait.id, action, invocation_id=wait.id, step_id=wait.parent_step_id
         )
     return len(waits)
 
 
 def _timeouts(session: Session, cutoff: datetime, limit: int) -> int:
-    from . import jobs
-
     actions = session.scalars(
         select(Action)
         .where(Action.status == status.PERFORMING, Action.deadline_at < cutoff)
@@ -135,13 +129,11 @@ def _timeouts(session: Session, cutoff: datetime, limit: int) -> int:
     ).all()
     for action in actions:
         deadline = action.deadline_at.isoformat() if action.deadline_at else None
-        _recovered(session, jobs.timeout, action.id, action, deadline_at=deadline)
+        _recovered(session, broker.TIMEOUT, action.id, action, deadline_at=deadline)
     return len(actions)
 
 
 def _steps(session: Session, cutoff: datetime, limit: int) -> int:
-    from . import jobs
-
     rows = session.execute(
         select(Step, Action)
         .join(
@@ -161,7 +153,7 @@ def _steps(session: Session, cutoff: datetime, limit: int) -> int:
         .with_for_update(skip_locked=True, of=Step)
     ).all()
     for step, action in rows:
-        _recovered(session, jobs.perform_step, step.id, action, step_id=step.id, attempt=step.attempt)
+        _recovered(session, broker.PERFORM_STEP, step.id, action, step_id=step.id, attempt=step.attempt)
     return len(rows)
 
 
@@ -175,7 +167,7 @@ def _step_action(session: Session, step_id: int | None) -> Action | None:
 
 def _recovered(
     session: Session,
-    job: Any,
+    job: str,
     job_arg: int,
     action: Action | None,
     *,
@@ -190,7 +182,7 @@ def _recovered(
         cause=history.SWEEPER,
         invocation_id=invocation_id,
         step_id=step_id,
-        job=job.actor_name,
+        job=job,
         **data,
     )
     broker.enqueue(session, job, job_arg)

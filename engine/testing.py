@@ -19,12 +19,13 @@ from dramatiq.brokers.stub import StubBroker
 from dramatiq.message import Message
 from sqlalchemy import func, select
 
-from . import broker, clock, config, db, status
+from . import broker, clock, config, db, jobs, status
 from .clock import freeze, travel
 from .config import handling as handle_exceptions
 from .invocation import Invocation
 from .outbound import complete_action
 from .performance import Performance
+from .registry import actor_ref
 
 __all__ = [
     "assert_action_invoked",
@@ -45,8 +46,6 @@ def setup() -> StubBroker:
     """A fresh stub broker, a real-time clock, and no handled exceptions."""
     stub = StubBroker()
     broker.use(stub)
-    from . import jobs
-
     for job in (jobs.admit, jobs.perform_step, jobs.timeout, jobs.wait_over, jobs.complete):
         stub.declare_actor(job)
     clock.reset()
@@ -183,8 +182,6 @@ def _last_invocation_id() -> int:
 @contextmanager
 def assert_action_invoked(name: str, actor: Any = None) -> Iterator[None]:
     """Assert that the block invoked action ``name`` (on ``actor``, if given)."""
-    from .registry import actor_ref
-
     first = _last_invocation_id()
     yield
     seen = _invocations_since(first)

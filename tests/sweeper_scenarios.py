@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 import engine
 from engine import StepContext, sweeper, testing
-from engine.invocation import admit_recording_errors
+from engine.admission import admit_recording_errors
 from engine.models import Action, ActionEvent, Invocation
 from engine.sweeper import SweepReport
 from tests.domain import Car

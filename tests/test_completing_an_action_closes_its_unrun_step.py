@@ -18,7 +18,7 @@ def test_an_outbound_action_completed_before_its_body_ran_closes_the_step(sessio
     engine.later(car, "paint", "red")
     session.commit()
     from engine import jobs
-    from engine.invocation import admit
+    from engine.admission import admit
 
     invocation_id = testing.enqueued("stepwise.admit")[0].args[0]
     with engine.new_session() as worker:
@@ -49,7 +49,7 @@ def test_an_outbound_action_completed_before_its_body_ran_closes_the_step(sessio
 
 def admitted_but_not_run(session: Session, car: Car) -> Action:
     """An outbound action admitted by a worker that died before running its step body."""
-    from engine.invocation import admit
+    from engine.admission import admit
 
     engine.define(Car, "paint", Car.change_location, outbound=True)
     engine.later(car, "paint", "red")

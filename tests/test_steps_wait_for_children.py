@@ -12,8 +12,10 @@ from sqlalchemy.orm import Session, object_session
 
 import engine
 from engine import registry, testing
+from engine.completion import conclude
+from engine.definition import find_or_add
 from engine.models import Action, Step, step_actions
-from engine.step import conclude, link
+from engine.step import link
 from tests.conftest import Counts
 from tests.domain import Account, Car
 
@@ -25,7 +27,7 @@ def create_action(session: Session, actor: object, name: str, key: str | None = 
     actor_type, actor_id = registry.actor_ref(actor)
     action = Action(actor_type=actor_type, actor_id=actor_id, name=name)
     if key is None:
-        definition = registry.find_or_add(type(actor), name)
+        definition = find_or_add(type(actor), name)
         tenancy = definition.tenancy_key(action)
         action.concurrency_key = definition.key(definition.concurrency_key, actor, [], tenancy)
         action.checksum_key = definition.key(definition.checksum_key, actor, [], tenancy)

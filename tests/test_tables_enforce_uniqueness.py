@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 import engine
 from engine import registry
+from engine.definition import find_or_add
 from engine.models import Achievement, Action, Performance
 from tests.conftest import Counts
 from tests.domain import Account
@@ -28,7 +29,7 @@ def account(session: Session) -> Account:
 def create_action(session: Session, account: Account) -> Action:
     """A saved, pending ``fly`` action keyed as its definition says (Stepped's
     ``Action.new(actor:, name: "fly").tap(&:apply_definition).tap(&:save!)``)."""
-    definition = registry.find_or_add(Account, "fly")
+    definition = find_or_add(Account, "fly")
     actor_type, actor_id = registry.actor_ref(account)
     action = Action(actor_type=actor_type, actor_id=actor_id, name="fly", outbound=definition.outbound)
     tenancy = definition.tenancy_key(action)

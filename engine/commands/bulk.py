@@ -16,6 +16,8 @@ from .. import audit, clock, db, history, status
 from ..action import Action
 from ..audit import AuditEntry
 from ..step_body import dispatch_ready
+from .cancel import cancel_tree
+from .retry import reopen, reopen_down, reopen_up
 
 
 @dataclass(frozen=True)
@@ -76,9 +78,6 @@ def apply(
     reason: str | None,
 ) -> int:
     """One batch of a bulk command, in the caller's transaction; returns how many changed."""
-    from .cancel import cancel_tree
-    from .retry import reopen, reopen_down, reopen_up
-
     cause = history.OPERATOR
     changed = 0
     for action_id in ids:

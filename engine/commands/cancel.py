@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session
 
 from .. import audit, clock, history, status
 from ..action import Action
+from ..completion import complete_action, conclude
 from ..invocation import Invocation
-from ..performance import complete_action
-from ..step import Step, conclude
+from ..step import Step
 from .result import CommandResult, run
 
 

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from .. import achievement, audit, history, status
 from ..action import Action
-from ..performance import complete_action
+from ..completion import complete_action
 from .result import CommandResult, run
 
 

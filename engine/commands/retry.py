@@ -13,7 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .. import audit, broker, history, status
-from ..action import Action, perform, write_status
+from ..action import Action, write_status
+from ..completion import perform
 from ..invocation import Invocation
 from ..performance import Performance, lock, set_current
 from ..step import Step
@@ -91,12 +92,10 @@ def reopen_down(session: Session, action: Action, *, cause: str, by: str | None)
         invocation.succeeded = None
         if child is None:
             # Never admitted (its before hook failed, it deadlocked…): admit it again.
-            from .. import jobs
-
             invocation.settled_at = None
             invocation.outcome = None
             invocation.error_class = invocation.error_message = None
-            broker.enqueue(session, jobs.admit, invocation.id)
+            broker.enqueue(session, broker.ADMIT, invocation.id)
         elif child.status in status.RETRYABLE:
             reopen_down(session, child, cause=cause, by=by)
             reopen(session, child, cause=cause, by=by, reason="its ancestor was retried")

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 import engine
 from app import queries_lanes
 from engine import RetryPolicy, StepContext, testing
-from engine.invocation import admit_recording_errors
+from engine.admission import admit_recording_errors
 from engine.models import Action, Invocation
 from engine.sweeper import GRACE
 from tests.domain import Car

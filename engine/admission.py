@@ -1,0 +1,283 @@
+"""Admission: an invocation becomes an action in its lane, exactly once.
+
+``admit`` consumes an invocation under its row lock: it may be skipped by an achievement,
+cancelled or completed by its ``before`` hook, deadlocked (its lane is held by its own
+ancestor), attached to the same work already in the lane, or queued in the lane (then it
+supersedes the older queued actions). An invocation that never becomes an action leaves
+its outcome on the invocation and in its parent's history, and concludes its parent step.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.orm import Session, make_transient
+
+from . import achievement, arguments, clock, db, history, performance, registry, status
+from .action import Action, error_class, error_data, write_status
+from .completion import conclude, perform
+from .config import handles, run_user_code
+from .definition import find_or_add
+from .errors import ActorNotFound, Deadlock, UnknownAction
+from .invocation import Invocation
+from .performance import Performance
+from .step import Step, link, step_actions
+
+
+def admit_recording_errors(session: Session, invocation_id: int, actor: Any = None) -> Action | None:
+    """``admit`` in its own transaction; an unhandled error in user code (``before``, key
+    or checksum callables) propagates, and is stored on the invocation first (invariant 8)."""
+    try:
+        return db.retrying(session, lambda: admit(session, invocation_id, actor=actor))
+    except Exception as error:
+        db.retrying(session, partial(_record_unhandled, session, invocation_id, error))
+        raise
+
+
+def _record_unhandled(session: Session, invocation_id: int, error: BaseException) -> None:
+    invocation = session.get(Invocation, invocation_id)
+    if invocation is not None:
+        invocation.error_class = error_class(error)
+        invocation.error_message = str(error)[:2000]
+        history.record(session, None, "invocation_errored", invocation_id=invocation_id, **error_data(error))
+
+
+_LOCK = (
+    select(Invocation)
+    .where(Invocation.id == bindparam("invocation_id"))
+    .with_for_update()
+    .execution_options(populate_existing=True)
+)
+
+
+def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | None:
+    """Turn an invocation into an action in its lane, exactly once. None when it was
+    already settled (a redelivered message)."""
+    invocation = session.scalars(_LOCK, {"invocation_id": invocation_id}).one_or_none()
+    if invocation is None or invocation.settled_at is not None:
+        return None
+    try:
+        if actor is None:
+            actor = registry.load_actor(session, invocation.actor_type, invocation.actor_id)
+        definition = find_or_add(type(actor), invocation.name)
+        args = list(arguments.load(session, invocation.arguments_json))
+    except (ActorNotFound, UnknownAction) as error:
+        candidate = Action(
+            actor_type=invocation.actor_type,
+            actor_id=invocation.actor_id,
+            name=invocation.name,
+            status=status.FAILED,
+        )
+        candidate.record_error(error)
+        return settle_unadmitted(session, invocation, candidate, "failed", error=error)
+    parent_action = _parent_action(session, invocation)
+    candidate = Action(
+        actor_type=invocation.actor_type,
+        actor_id=invocation.actor_id,
+        name=invocation.name,
+        arguments_json=invocation.arguments_json,
+        status=status.PENDING,
+        root=parent_action is None,
+        root_id=parent_action.tree_id if parent_action is not None else None,
+        outbound=definition.outbound,
+        job=getattr(definition.job, "actor_name", None),
+        current_step_index=0,
+    )
+    candidate.__dict__["_actor"] = actor
+    candidate.__dict__["_arguments"] = args
+    tenancy = candidate.tenancy_key
+    # Keys are computed from the original arguments, before ``before`` may change them.
+    candidate.concurrency_key = definition.key(definition.concurrency_key, actor, args, tenancy)
+    candidate.checksum_key = definition.key(definition.checksum_key, actor, args, tenancy)
+    candidate.timeout_seconds = definition.timeout_seconds(actor, args)
+    if definition.before_hook is not None:
+        failure = run_user_code(definition.before_hook, actor, candidate, *args)
+        if failure is not None:
+            candidate.status = status.FAILED
+            candidate.record_error(failure)
+            return settle_unadmitted(session, invocation, candidate, "failed", error=failure)
+    if candidate.status != status.PENDING:
+        return settle_unadmitted(session, invocation, candidate, candidate.status)
+    candidate.store_arguments()
+    candidate.checksum = definition.checksum_value(actor, candidate.arguments)
+
+    result = obtain_for(session, candidate, invocation, parent_action)
+    if result is candidate and candidate.id is not None:
+        _settle(session, invocation, "admitted", candidate)
+    return result
+
+
+def _parent_action(session: Session, invocation: Invocation) -> Action | None:
+    if invocation.parent_step_id is None:
+        return None
+
+    return session.scalars(
+        select(Action).join(Step, Step.action_id == Action.id).where(Step.id == bindparam("step_id")),
+        {"step_id": invocation.parent_step_id},
+    ).one_or_none()
+
+
+def _settle(session: Session, invocation: Invocation, outcome: str, action: Action | None) -> None:
+
+    invocation.settled_at = clock.now()
+    invocation.outcome = outcome
+    if action is not None and action.id is not None:
+        invocation.action_id = action.id
+        if invocation.parent_step_id is not None:
+            link(session, invocation.parent_step_id, action.id)
+
+
+def attach(session: Session, invocation: Invocation, existing: Action) -> Action:
+    """The same work is already in the lane: wait on it instead of queueing a copy."""
+    _settle(session, invocation, "attached", existing)
+    history.record(session, existing, "attached", invocation_id=invocation.id)
+    return existing
+
+
+def settle_unadmitted(
+    session: Session,
+    invocation: Invocation,
+    candidate: Action,
+    outcome: str,
+    error: BaseException | None = None,
+) -> Action:
+    """The invocation ends without becoming an action: record why, and conclude the
+    parent step (successfully only when the candidate ended succeeded)."""
+
+    _settle(session, invocation, outcome, None)
+    invocation.concluded_at = clock.now()
+    invocation.succeeded = candidate.status == status.SUCCEEDED
+    if error is not None:
+        invocation.error_class = error_class(error)
+        invocation.error_message = str(error)[:2000]
+    parent = _parent_action(session, invocation)
+    data: dict[str, Any] = {"name": candidate.name, "actor": f"{candidate.actor_type}/{candidate.actor_id}"}
+    if error is not None:
+        data.update(error_data(error))
+    history.record(session, parent, f"invocation_{outcome}", invocation_id=invocation.id, **data)
+    if invocation.parent_step_id is not None:
+        conclude(session, invocation.parent_step_id, candidate.status == status.SUCCEEDED)
+    return candidate
+
+
+def obtain_for(
+    session: Session, candidate: Action, invocation: Invocation, parent_action: Action | None = None
+) -> Action:
+    """Admit ``candidate`` (invoked by a step of ``parent_action``, if any) to its lane: skip
+    it, deadlock it, attach it to the same work, or queue it (superseding older queued
+    work). Returns the admitted or reused action, or the unsaved candidate with its final
+    status."""
+
+    key = candidate.concurrency_key
+    while True:
+        lane = performance.lock(session, key)
+        if achievement.exists(session, candidate.checksum_key, candidate.checksum):
+            candidate.status = status.SUCCEEDED
+            invocation.checksum_key = candidate.checksum_key
+            return settle_unadmitted(session, invocation, candidate, "skipped")
+        if lane is None:
+            session.add(candidate)
+            session.flush()
+            lane_id = performance.create(session, candidate)
+            if lane_id is None:
+                # Another admission created the lane first: lock it and share it.
+                session.delete(candidate)
+                session.flush()
+                make_transient(candidate)
+                candidate.id = None  # type: ignore[assignment]
+                continue
+            history.record(session, candidate, "admitted", lane=key, invocation_id=invocation.id)
+            perform(session, candidate, performance_id=lane_id)
+            return candidate
+        current = session.get(Action, lane.action_id, populate_existing=True)
+        if (
+            current is not None
+            and parent_action is not None
+            and ancestors_include(session, {parent_action.id}, current.id)
+        ):
+            return deadlock(session, candidate, invocation, current)
+        members = lane_actions(session, lane)
+        if candidate.checksum is not None:
+            for existing in members:
+                # Invariant 5: only work that will still conclude can be shared.
+                if (
+                    existing.status in status.INCOMPLETE
+                    and existing.checksum_key == candidate.checksum_key
+                    and existing.checksum == candidate.checksum
+                ):
+                    return attach(session, invocation, existing)
+        candidate.performance_id = lane.id
+        session.add(candidate)
+        session.flush()
+        history.record(session, candidate, "queued", lane=key, invocation_id=invocation.id)
+        for queued in members:
+            if queued.status == status.PENDING and queued.id != lane.action_id:
+                supersede(session, queued, candidate)
+        return candidate
+
+
+def supersede(session: Session, old: Action, new: Action) -> None:
+    """``new`` replaces the queued ``old``: everyone waiting on ``old`` now waits on ``new``."""
+
+    if not write_status(
+        session, old, status.SUPERSEDED, completed_at=new.created_at, superseded_by_id=new.id
+    ):
+        return
+    session.execute(
+        update(Invocation)
+        .where(Invocation.action_id == old.id, Invocation.concluded_at.is_(None))
+        .values(action_id=new.id)
+        .execution_options(synchronize_session=False)
+    )
+    parents = session.scalars(
+        select(step_actions.c.parent_step_id).where(step_actions.c.child_action_id == old.id)
+    ).all()
+    for step_id in parents:
+        link(session, step_id, new.id)
+    history.record(session, old, "superseded", by_action_id=new.id)
+
+
+def deadlock(session: Session, candidate: Action, invocation: Invocation, holder: Action) -> Action:
+
+    error = Deadlock(
+        f"{candidate.name} on {candidate.actor_type}/{candidate.actor_id} would wait for lane "
+        f"{candidate.concurrency_key!r}, held by its ancestor action {holder.id} ({holder.name})"
+    )
+    if not handles(error):
+        raise error
+    candidate.status = status.DEADLOCKED
+    candidate.record_error(error)
+    return settle_unadmitted(session, invocation, candidate, "deadlocked", error=error)
+
+
+def lane_actions(session: Session, lane: Performance) -> list[Action]:
+    return list(
+        session.scalars(
+            select(Action)
+            .where(Action.performance_id == lane.id)
+            .order_by(Action.id)
+            .execution_options(populate_existing=True)
+        )
+    )
+
+
+def ancestors_include(session: Session, start_ids: set[int], target_id: int) -> bool:
+    """Whether ``target_id`` is among ``start_ids`` or their ancestors through parent steps,
+    following every link, including those added by reuse and superseding."""
+
+    seen: set[int] = set()
+    frontier = set(start_ids)
+    while frontier:
+        if target_id in frontier:
+            return True
+        seen |= frontier
+        rows = session.scalars(
+            select(Step.action_id)
+            .join(step_actions, step_actions.c.parent_step_id == Step.id)
+            .where(step_actions.c.child_action_id.in_(frontier))
+            .distinct()
+        ).all()
+        frontier = set(rows) - seen
+    return False

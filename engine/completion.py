@@ -1,0 +1,283 @@
+"""Completion: an action's way through its steps to a final status, and what follows.
+
+``perform`` starts an action (pending -> performing) and opens its current step; a step
+concludes when its last child does (``conclude``), its action moves to the next step or
+completes (``accomplished``), and a completed action leaves its lane, lets the lane's next
+action perform (``forward``) and concludes the steps waiting on it (``conclude_waiters``).
+These call each other (a completion concludes a parent's step, which may complete the
+parent), so they live in one module. Locks are taken lane first, then steps, then
+actions; an action completes at most once (invariant 2) and counters never strand
+(invariant 3).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.orm import Session
+
+from . import achievement, broker, clock, history, performance, status
+from .action import Action, error_data, write_status
+from .config import run_user_code
+from .errors import InvalidTransition
+from .invocation import Invocation
+from .performance import Performance, set_current
+from .step import Step, decrement, open_step
+
+
+@dataclass
+class Completion:
+    """The result of completing an action from outside. Falsy when nothing was completed:
+    ``reason`` is then ``"already_completed"`` or ``"not_found"``."""
+
+    completed: bool
+    reason: str
+    action: Action | None = None
+
+    def __bool__(self) -> bool:
+        return self.completed
+
+
+def perform(session: Session, action: Action, cause: str = history.WORKER, **values: Any) -> None:
+    """pending -> performing: start the clock, erase achievements under its key, and create
+    its current step (run after commit). ``values`` are written with the status."""
+    reopened = action.started_at is not None
+    now = clock.now()
+    deadline = now + timedelta(seconds=action.timeout_seconds) if action.timeout_seconds else None
+    if not write_status(session, action, status.PERFORMING, started_at=now, deadline_at=deadline, **values):
+        raise InvalidTransition(f"action {action.id} is {action.status}, not pending")
+    # The achievement records the last known good state of what the key stands for;
+    # starting new work on the key makes that state unknown.
+    achievement.erase(session, action.checksum_key)
+    history.record(session, action, "started", cause=cause)
+    if reopened:
+        resume_step(session, action)  # an operator's retry: carry on where it stopped
+    else:
+        open_step(session, action)
+    if action.timeout_seconds:
+        broker.enqueue(session, broker.TIMEOUT, action.id, delay=timedelta(seconds=action.timeout_seconds))
+
+
+def accomplished(session: Session, action: Action, step: Step) -> None:
+    """A step of ``action`` concluded: fail the action, start its next step, or complete it
+    (an outbound action stays performing until something completes it)."""
+    # Under the lane's lock, read the status afresh: a timeout or an outside completion
+    # may have completed the action while its step body ran.
+    lane = performance.lock(session, action.concurrency_key)
+    session.refresh(action, ["status"])
+    if action.status != status.PERFORMING:
+        return
+    if step.status == status.STEP_FAILED:
+        forward(session, lane, action, status.FAILED, unperformed_steps=False)
+    elif len(action.definition.all_steps()) > action.current_step_index + 1:
+        action.current_step_index += 1
+        action.store_arguments()
+        open_step(session, action)
+    elif not action.outbound:
+        forward(session, lane, action, status.SUCCEEDED, unperformed_steps=False)
+    else:
+        history.record(session, action, "awaiting_completion")
+
+
+def run_callbacks(session: Session, action: Action, completed_status: str) -> None:
+    definition = action.definition
+    for callback in definition.callbacks_for(completed_status):
+        error = run_user_code(callback, action.actor, action, *action.arguments)
+        if error is None:
+            action.after_callbacks_succeeded_count = (action.after_callbacks_succeeded_count or 0) + 1
+        else:
+            action.after_callbacks_failed_count = (action.after_callbacks_failed_count or 0) + 1
+            action.record_error(error)
+            history.record(session, action, "callback_failed", status=completed_status, **error_data(error))
+
+
+def finalize(
+    session: Session,
+    action: Action,
+    to: str,
+    *,
+    cause: str = history.WORKER,
+    by: str | None = None,
+    error: BaseException | None = None,
+    note: str | None = None,
+    unperformed_steps: bool = True,
+) -> bool:
+    """Complete ``action`` with status ``to`` once: run its after-callbacks, leave its lane,
+    close the steps whose body never ran (``unperformed_steps=False``: it has none), grant
+    its achievement, and conclude the parent steps waiting on it. False when the action was
+    already completed (nothing changes then)."""
+    if to not in status.COMPLETIONS:
+        raise InvalidTransition(f"actions complete as one of {sorted(status.COMPLETIONS)}, not {to!r}")
+    values: dict[str, Any] = {"completed_at": clock.now(), "performance_id": None}
+    if not write_status(session, action, to, **values):
+        return False
+    if error is not None:
+        action.record_error(error)
+    run_callbacks(session, action, to)
+    action.store_arguments()
+    data: dict[str, Any] = {"status": to}
+    if note:
+        data["note"] = note
+    if error is not None:
+        data.update(error_data(error))
+    history.record(session, action, "completed", cause=cause, by=by, **data)
+    if unperformed_steps:
+        close_unperformed_steps(session, action)
+    if action.succeeded_including_callbacks and action.checksum:
+        achievement.grant(session, action.checksum_key, action.checksum, action.id)
+    conclude_waiters(session, action)
+    return True
+
+
+def close_unperformed_steps(session: Session, action: Action) -> None:
+    """A step whose body has not run when its action completes never will: close it, so no
+    step is left open (steps already waiting on children close when those conclude)."""
+    session.execute(
+        update(Step)
+        .where(Step.action_id == action.id, Step.performed_at.is_(None), Step.completed_at.is_(None))
+        .values(status=status.STEP_CANCELLED, completed_at=clock.now(), updated_at=clock.now())
+        .execution_options(synchronize_session=False)
+    )
+
+
+def complete_action(
+    session: Session,
+    action: Action,
+    to: str,
+    *,
+    cause: str = history.WORKER,
+    by: str | None = None,
+    note: str | None = None,
+    error: BaseException | None = None,
+) -> Completion:
+    """Complete ``action`` (pending or performing) under its lane's lock and advance the lane."""
+    session.flush()
+    lane = performance.lock(session, action.concurrency_key)
+    fresh = session.get(Action, action.id, populate_existing=True)
+    assert fresh is not None
+    if fresh.status not in status.INCOMPLETE:
+        return Completion(False, "already_completed", fresh)
+    forward(session, lane, fresh, to, cause=cause, by=by, note=note, error=error)
+    return Completion(True, "completed", fresh)
+
+
+def forward(
+    session: Session,
+    lane: Performance | None,
+    completing: Action,
+    to: str,
+    *,
+    cause: str = history.WORKER,
+    by: str | None = None,
+    note: str | None = None,
+    error: BaseException | None = None,
+    unperformed_steps: bool = True,
+) -> None:
+    """Complete ``completing`` and move its lane on: the caller holds the lane's lock and
+    has read the action's status under it. A step that concludes its action leaves no step
+    whose body never ran (``unperformed_steps=False``)."""
+    finalize(
+        session,
+        completing,
+        to,
+        cause=cause,
+        by=by,
+        note=note,
+        error=error,
+        unperformed_steps=unperformed_steps,
+    )
+    if lane is None:
+        return  # not in a lane (it should be): completed all the same rather than stranded
+    if completing.id != lane.action_id:
+        return  # a queued action left the lane; the current one keeps it
+    upcoming = session.scalars(_UPCOMING, {"lane_id": lane.id, "completing_id": completing.id}).first()
+    if upcoming is not None:
+        set_current(lane, upcoming)
+        session.flush()
+        if upcoming.status == status.PENDING:
+            perform(session, upcoming)
+    else:
+        performance.close(session, lane)
+
+
+#: The lane's next action: the oldest incomplete one after the completing one.
+_UPCOMING = (
+    select(Action)
+    .where(
+        Action.performance_id == bindparam("lane_id"),
+        Action.status.in_(status.INCOMPLETE),
+        Action.id != bindparam("completing_id"),
+    )
+    .order_by(Action.id)
+    .limit(1)
+    .execution_options(populate_existing=True)
+)
+
+
+def resume_step(session: Session, action: Action) -> None:
+    """A reopened action performs again: open its current step, or run it if its body
+    has not run, or move on if it already succeeded; a step still waiting on children
+    keeps waiting."""
+    step = session.scalars(
+        select(Step).where(Step.action_id == action.id, Step.definition_index == action.current_step_index)
+    ).one_or_none()
+    if step is None:
+        open_step(session, action)
+    elif step.status == status.STEP_CANCELLED:
+        step.status, step.completed_at = status.STEP_PERFORMING, None
+        history.record(session, action, "step_resumed", step_id=step.id)
+        broker.ready_after_commit(session, step.id)
+    elif step.status == status.STEP_PERFORMING and step.performed_at is None:
+        broker.ready_after_commit(session, step.id)
+    elif step.status != status.STEP_PERFORMING:
+        accomplished(session, action, step)
+
+
+def complete_step(session: Session, step: Step, action: Action | None = None) -> None:
+    """A step whose children all concluded (or whose body failed) completes, and its
+    action moves on."""
+    step.completed_at = clock.now()
+    if step.status != status.STEP_FAILED:
+        step.status = status.STEP_FAILED if step.unsuccessful_actions_count else status.STEP_SUCCEEDED
+    if action is None:
+        action = session.get(Action, step.action_id, populate_existing=True)
+        assert action is not None
+    history.record(session, action, "step_concluded", step_id=step.id, status=step.status)
+    session.flush()
+    accomplished(session, action, step)
+
+
+def conclude(session: Session, step_id: int, succeeded: bool, count: int = 1) -> None:
+    """``count`` children (or waits) of the step concluded; complete it when none is left."""
+    if decrement(session, step_id, count, 0 if succeeded else count) == 0:
+        step = session.get(Step, step_id, populate_existing=True)
+        assert step is not None
+        if step.completed_at is None:
+            complete_step(session, step)
+
+
+def conclude_waiters(session: Session, action: Action) -> None:
+    """Tell every step waiting on ``action`` that it concluded, each exactly once."""
+    succeeded = action.succeeded_including_callbacks
+    invocations = Invocation.__table__.c
+    rows = (
+        session.connection()
+        .execute(
+            update(Invocation.__table__)  # type: ignore[arg-type]
+            .where(
+                invocations.action_id == bindparam("b_action_id"),
+                invocations.concluded_at.is_(None),
+                invocations.parent_step_id.is_not(None),
+            )
+            .values(concluded_at=bindparam("b_now"), succeeded=bindparam("b_succeeded"))
+            .returning(invocations.parent_step_id),
+            {"b_action_id": action.id, "b_now": clock.now(), "b_succeeded": succeeded},
+        )
+        .all()
+    )
+    for step_id, count in sorted(Counter(row[0] for row in rows if row[0] is not None).items()):
+        conclude(session, step_id, succeeded, count)
