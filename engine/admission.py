@@ -36,6 +36,13 @@ def admit_recording_errors(session: Session, invocation_id: int, actor: Any = No
         raise
 
 
+def record_unhandled_error(invocation_id: int, error: BaseException) -> None:
+    """Store an unhandled error of user code on its invocation, in a transaction of its own
+    (the one that raised it was rolled back), before it propagates (invariant 8)."""
+    with db.session() as session:
+        db.retrying(session, partial(_record_unhandled, session, invocation_id, error))
+
+
 def _record_unhandled(session: Session, invocation_id: int, error: BaseException) -> None:
     invocation = session.get(Invocation, invocation_id)
     if invocation is not None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -90,7 +91,39 @@ def ready(session: Session) -> list[int]:
 
 def ready_after_commit(session: Session, step_id: int) -> None:
     """Once this transaction commits, the body of step ``step_id`` is ready to run."""
-    after_commit(session, lambda: ready(session).append(step_id))
+    target = ready(session)
+    after_commit(session, lambda: target.append(step_id))
+
+
+@contextmanager
+def collecting(session: Session, callbacks: list[Callable[[], Any]], steps: list[int]) -> Iterator[None]:
+    """Inside the block, what ``after_commit`` and ``ready_after_commit`` register in
+    ``session`` goes to ``callbacks`` and ``steps`` instead: one transition's share of a
+    transaction that several share (engine/group_commit.py runs them after the commit)."""
+    saved = session.info.get(_AFTER_COMMIT), session.info.get(_READY)
+    session.info[_AFTER_COMMIT], session.info[_READY] = callbacks, steps
+    try:
+        yield
+    finally:
+        for key, value in zip((_AFTER_COMMIT, _READY), saved, strict=True):
+            if value is None:
+                session.info.pop(key, None)
+            else:
+                session.info[key] = value
+
+
+def run_callback(callback: Callable[[], Any]) -> None:
+    """Run an after-commit callback; a failure is logged, never raised: the database holds
+    the truth, and the sweeper sends again what a lost message left undone."""
+    try:
+        callback()
+    except Exception:
+        log.exception("stepwise: could not run an after-commit callback")
+
+
+def take_after_commit(session: Session) -> list[Callable[[], Any]]:
+    """Remove and return the callbacks registered so far in this transaction."""
+    return session.info.pop(_AFTER_COMMIT, None) or []
 
 
 def enqueue(session: Session, job: str | Any, *args: Any, delay: timedelta | None = None) -> None:
@@ -119,10 +152,7 @@ def send(job: str | Any, *args: Any, delay: timedelta | None = None) -> None:
 def _send_after_commit(session: Session) -> None:
     callbacks = session.info.pop(_AFTER_COMMIT, None)
     for callback in callbacks or ():
-        try:
-            callback()
-        except Exception:  # the database holds the truth; the sweeper re-sends lost work
-            log.exception("stepwise: could not run an after-commit callback")
+        run_callback(callback)
 
 
 @event.listens_for(Session, "after_soft_rollback")

@@ -135,13 +135,28 @@ def finalize(
 
 def close_unperformed_steps(session: Session, action: Action) -> None:
     """A step whose body has not run when its action completes never will: close it, so no
-    step is left open (steps already waiting on children close when those conclude)."""
-    session.execute(
-        update(Step)
-        .where(Step.action_id == action.id, Step.performed_at.is_(None), Step.completed_at.is_(None))
-        .values(status=status.STEP_CANCELLED, completed_at=clock.now(), updated_at=clock.now())
-        .execution_options(synchronize_session=False)
+    step is left open (steps already waiting on children close when those conclude).
+
+    A step whose body is running holds its lease (its row lock) and is skipped, not waited
+    for: this runs under the lane's lock, and the body's outcome, recorded later under the
+    same lock, closes its step itself. Waiting here would hold the lane for the body's
+    whole run, and deadlock when the body waits for this completion (a webhook)."""
+    session.execute(_CLOSE_UNPERFORMED, {"b_action_id": action.id, "b_now": clock.now()})
+
+
+_unperformed = (
+    select(Step.id)
+    .where(
+        Step.action_id == bindparam("b_action_id"), Step.performed_at.is_(None), Step.completed_at.is_(None)
     )
+    .with_for_update(skip_locked=True)
+)
+_CLOSE_UNPERFORMED = (
+    update(Step)
+    .where(Step.id.in_(_unperformed.scalar_subquery()))
+    .values(status=status.STEP_CANCELLED, completed_at=bindparam("b_now"), updated_at=bindparam("b_now"))
+    .execution_options(synchronize_session=False)
+)
 
 
 def complete_action(

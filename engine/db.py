@@ -68,6 +68,7 @@ def configure(target: str | Engine | None = None, **engine_options: Any) -> Engi
             ping_when_idle(engine)
     if engine.dialect.name == "sqlite":
         prepare_sqlite(engine)
+    count_writes(engine)
     _engine = engine
     _sessionmaker = sessionmaker(bind=engine, expire_on_commit=False)
     return engine
@@ -107,6 +108,28 @@ def normalize_url(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix) :]
     return url
+
+
+_WRITES_COUNT = "stepwise.writes"
+_counted: set[int] = set()
+
+
+def count_writes(engine: Engine) -> None:
+    """Count each connection's writing statements, so that ``writes`` can tell whether a
+    step body wrote anything (then its outcome commits with its writes)."""
+    if id(engine) in _counted:
+        return
+    _counted.add(id(engine))
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _count(conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any, _many: bool) -> None:
+        if statement.lstrip()[:9].upper().startswith(_WRITES):
+            conn.info[_WRITES_COUNT] = conn.info.get(_WRITES_COUNT, 0) + 1
+
+
+def writes(s: Session) -> int:
+    """How many writing statements the connection of ``s``'s transaction has run so far."""
+    return int(s.connection().info.get(_WRITES_COUNT, 0))
 
 
 _prepared: set[int] = set()
@@ -203,17 +226,34 @@ def is_retryable(error: BaseException) -> bool:
     return isinstance(error, OperationalError) and "database is locked" in str(error)
 
 
-def retrying(s: Session, work: Callable[[], T], attempts: int = 5) -> T:
+def retrying(s: Session, work: Callable[[], T], attempts: int = 5, *, lock: bool = True) -> T:
     """Run ``work`` in ``s`` and commit, again from the start when the database reports a
     deadlock or a serialization failure (PostgreSQL picks a victim), or the connection was
     lost before the commit (PostgreSQL restarted): it is safe to retry because nothing was
     committed. A connection lost during the commit is not retried: the commit may have
-    happened, and the caller (a job's message, redelivered) finds out from the database."""
+    happened, and the caller (a job's message, redelivered) finds out from the database.
+
+    On SQLite the write lock is taken first (``lock_for_write``), unless ``lock`` is False:
+    a step body that may only read takes it at its first write, if it writes at all."""
+    return _attempt(lambda: s, lambda _session: work(), attempts, fresh=False, lock=lock)
+
+
+def retrying_fresh(work: Callable[[Session], T], attempts: int = 5) -> T:
+    """``retrying``, in a new session for each attempt (closed afterwards): no object of a
+    failed attempt survives into the next one."""
+    return _attempt(session, work, attempts, fresh=True, lock=True)
+
+
+def _attempt(
+    get: Callable[[], Session], work: Callable[[Session], T], attempts: int, *, fresh: bool, lock: bool
+) -> T:
     for attempt in range(1, attempts + 1):
+        s = get()
         committing = False
         try:
-            lock_for_write(s)
-            result = work()
+            if lock:
+                lock_for_write(s)
+            result = work(s)
             committing = True
             s.commit()
             return result
@@ -222,5 +262,8 @@ def retrying(s: Session, work: Callable[[], T], attempts: int = 5) -> T:
             lost_in_commit = committing and isinstance(error, DBAPIError) and error.connection_invalidated
             if attempt == attempts or lost_in_commit or not is_retryable(error):
                 raise
-            time.sleep(0.01 * attempt)
+        finally:
+            if fresh:
+                s.close()
+        time.sleep(0.01 * attempt)
     raise AssertionError("unreachable")

@@ -14,15 +14,15 @@ from typing import Any
 
 import dramatiq
 from sqlalchemy import update
+from sqlalchemy.orm import Session
 
-from . import broker, clock, db, history, registry, status
+from . import admission, broker, clock, db, group_commit, history, registry, status
 from .action import Action
-from .admission import admit_recording_errors
 from .completion import complete_action, conclude
 from .invocation import Invocation
 from .outbound import complete as complete_outbound
 from .outbound import complete_action as complete_outbound_action
-from .step_body import resume, run_ready
+from .step_body import resume, run_steps
 
 broker.setup()
 
@@ -32,71 +32,73 @@ OPTIONS: dict[str, Any] = {"queue_name": broker.QUEUE, "max_retries": 10}
 @dramatiq.actor(actor_name=broker.ADMIT, **OPTIONS)
 def admit(invocation_id: int) -> None:
     """Admit an invocation to its lane and run the steps that become ready."""
-    with db.session() as session:
-        action = admit_recording_errors(session, invocation_id)
-        if action is None:
+
+    def work(session: Session) -> None:
+        if admission.admit(session, invocation_id) is None:
             # Redelivered (perhaps after a crash): finish what the first delivery began.
             invocation = session.get(Invocation, invocation_id)
             if invocation is not None and invocation.action_id is not None:
                 resume(session, invocation.action_id)
-        run_ready(session)
+
+    try:
+        _, ready = group_commit.run(work)
+    except Exception as error:
+        admission.record_unhandled_error(invocation_id, error)
+        raise
+    run_steps(ready)
 
 
 @dramatiq.actor(actor_name=broker.PERFORM_STEP, **OPTIONS)
 def perform_step(step_id: int) -> None:
     """Run a step body that was opened but not run."""
-    with db.session() as session:
-        broker.ready(session).append(step_id)
-        run_ready(session)
+    run_steps([step_id])
 
 
 @dramatiq.actor(actor_name=broker.TIMEOUT, **OPTIONS)
 def timeout(action_id: int) -> None:
     """Time out a performing action whose deadline has passed."""
-    with db.session() as session:
 
-        def work() -> timedelta | None:
-            action = session.get(Action, action_id, populate_existing=True)
-            if action is None or action.status != status.PERFORMING or not action.started_at:
-                return None
-            deadline = action.started_at + timedelta(seconds=action.timeout_seconds or 0)
-            if clock.now() <= deadline:
-                return deadline - clock.now() + timedelta(milliseconds=1)
-            complete_action(session, action, status.TIMED_OUT, cause=history.TIMEOUT)
+    def work(session: Session) -> timedelta | None:
+        action = session.get(Action, action_id, populate_existing=True)
+        if action is None or action.status != status.PERFORMING or not action.started_at:
             return None
+        deadline = action.started_at + timedelta(seconds=action.timeout_seconds or 0)
+        if clock.now() <= deadline:
+            return deadline - clock.now() + timedelta(milliseconds=1)
+        complete_action(session, action, status.TIMED_OUT, cause=history.TIMEOUT)
+        return None
 
-        early = db.retrying(session, work)
-        if early is not None:
-            broker.send(broker.TIMEOUT, action_id, delay=early)
-        run_ready(session)
+    early, ready = group_commit.run(work)
+    if early is not None:
+        broker.send(broker.TIMEOUT, action_id, delay=early)
+    run_steps(ready)
 
 
 @dramatiq.actor(actor_name=broker.WAIT_OVER, **OPTIONS)
 def wait_over(invocation_id: int) -> None:
     """A ``step.wait`` elapsed: conclude it in its step, once."""
-    with db.session() as session:
 
-        def work() -> timedelta | None:
-            wait = session.get(Invocation, invocation_id, populate_existing=True)
-            if wait is None or wait.concluded_at is not None:
-                return None
-            if wait.due_at is not None and clock.now() < wait.due_at:
-                return wait.due_at - clock.now()
-            row = session.execute(
-                update(Invocation)
-                .where(Invocation.id == invocation_id, Invocation.concluded_at.is_(None))
-                .values(concluded_at=clock.now(), settled_at=clock.now(), outcome="waited", succeeded=True)
-                .returning(Invocation.parent_step_id)
-                .execution_options(synchronize_session=False)
-            ).first()
-            if row is not None and row[0] is not None:
-                conclude(session, row[0], True)
+    def work(session: Session) -> timedelta | None:
+        wait = session.get(Invocation, invocation_id, populate_existing=True)
+        if wait is None or wait.concluded_at is not None:
             return None
+        if wait.due_at is not None and clock.now() < wait.due_at:
+            return wait.due_at - clock.now()
+        row = session.execute(
+            update(Invocation)
+            .where(Invocation.id == invocation_id, Invocation.concluded_at.is_(None))
+            .values(concluded_at=clock.now(), settled_at=clock.now(), outcome="waited", succeeded=True)
+            .returning(Invocation.parent_step_id)
+            .execution_options(synchronize_session=False)
+        ).first()
+        if row is not None and row[0] is not None:
+            conclude(session, row[0], True)
+        return None
 
-        early = db.retrying(session, work)
-        if early is not None:
-            broker.send(broker.WAIT_OVER, invocation_id, delay=early)
-        run_ready(session)
+    early, ready = group_commit.run(work)
+    if early is not None:
+        broker.send(broker.WAIT_OVER, invocation_id, delay=early)
+    run_steps(ready)
 
 
 @dramatiq.actor(actor_name=broker.COMPLETE, **OPTIONS)

@@ -1,19 +1,24 @@
 """Step bodies: running a step's user code once, recording its children or its failure,
 retrying it by policy, and sending ready bodies to workers.
 
-A body runs in its own transaction holding its step's row lock (its lease); a redelivered
-message finds ``performed_at`` set and does nothing.
+A body runs holding its step's row lock (its lease) and nothing else: no lane or action
+lock that an outside completion, a timeout or a cancel needs, so user code never sits in a
+lock cycle. Its outcome is recorded under the lane's lock afterwards. A redelivered message
+finds ``performed_at`` set, or the lease taken, and does nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from . import broker, clock, db, history, status
+from . import broker, clock, db, group_commit, history, status
 from .action import Action, error_data
 from .completion import complete_step
 from .config import run_user_code
@@ -30,18 +35,71 @@ def dispatch_ready(session: Session) -> None:
 
 
 def run_ready(session: Session) -> None:
-    """Run the bodies of the steps this session opened, each in its own transaction,
-    until none is left (a body may complete its action and open the next one's step)."""
+    """Run the bodies of the steps this session opened, in this session (the caller's:
+    ``now()``, outbound completion), each body and its outcome in one transaction, until
+    none is left (a body may complete its action and open the next one's step)."""
     queue = broker.ready(session)
     while queue:
         step_id = queue.pop(0)
         try:
-            db.retrying(session, partial(perform, session, step_id))
+            db.retrying(session, partial(perform_and_conclude, session, step_id))
         except Exception as error:
-            # Unhandled: it propagates to the worker (which may retry the message), but the
-            # action row keeps what happened (invariant 8).
-            db.retrying(session, partial(record_unhandled, session, step_id, error))
+            _record_unhandled(step_id, error)
             raise
+
+
+def run_steps(step_ids: list[int]) -> None:
+    """A worker runs the bodies of ready steps, and of the steps they make ready, until
+    none is left. Each body runs in a session of its own holding its step's lease; the
+    outcome of a body that wrote nothing is concluded in this process's next shared batch
+    (engine/group_commit.py), while a body that wrote commits its changes together with
+    its outcome, so they stand or fall together."""
+    queue = list(step_ids)
+    while queue:
+        step_id = queue.pop(0)
+        try:
+            queue.extend(_run_step(step_id))
+        except Exception as error:
+            _record_unhandled(step_id, error)
+            raise
+
+
+def _run_step(step_id: int) -> list[int]:
+    def in_own_session(session: Session) -> Outcome | None:
+        outcome = perform(session, step_id)
+        if outcome is not None and outcome.wrote:
+            conclude_body(session, step_id, outcome)
+            return None
+        return outcome  # nothing written: rolled back, the lease released
+
+    with db.session() as session:
+        outcome = _attempt_body(session, in_own_session)
+        ready = broker.ready(session)[:]
+    if outcome is None:
+        return ready
+    _, more = group_commit.run(lambda batch: conclude_body(batch, step_id, outcome))
+    return [*ready, *more]
+
+
+def _attempt_body(session: Session, work: Callable[[Session], Outcome | None]) -> Outcome | None:
+    """Run the body (and, if it wrote, its outcome) and commit; when nothing was written,
+    roll back instead (no commit to pay for a read-only body). A deadlock or a lost
+    connection before the commit runs the body again, as any retried transaction."""
+
+    def attempt() -> Outcome | None:
+        outcome = work(session)
+        if outcome is not None:
+            session.rollback()
+        return outcome
+
+    return db.retrying(session, attempt, lock=False)
+
+
+def _record_unhandled(step_id: int, error: BaseException) -> None:
+    # Unhandled: it propagates to the worker (which may retry the message), but the
+    # action row keeps what happened (invariant 8).
+    with db.session() as session:
+        db.retrying(session, partial(record_unhandled, session, step_id, error))
 
 
 def record_unhandled(session: Session, step_id: int, error: BaseException) -> None:
@@ -52,46 +110,106 @@ def record_unhandled(session: Session, step_id: int, error: BaseException) -> No
         history.record(session, action, "step_errored", step_id=step_id, **error_data(error))
 
 
-#: A step with its action, holding the step's row lock: the body's lease while it runs.
-_LOCK = (
-    select(Step, Action)
-    .join(Action, Action.id == Step.action_id)
-    .where(Step.id == bindparam("step_id"))
-    .with_for_update(of=Step)
-    .execution_options(populate_existing=True)
-)
+@dataclass
+class Outcome:
+    """What one run of a step body came to, to be recorded by ``conclude_body``."""
+
+    attempt: int
+    context: StepContext
+    error: BaseException | None
+    #: The arguments as the body left them (a body may change them in place).
+    arguments_json: list[Any]
+    #: Whether the body wrote to the database (then its outcome commits with its writes).
+    wrote: bool
+    #: Messages the body asked for after commit (a job-backed action's job).
+    after_commit: list[Callable[[], Any]] = field(default_factory=list)
 
 
-def perform(session: Session, step_id: int, failure: BaseException | None = None) -> None:
-    """Run a step's body once; record its children and waits, or its failure."""
+def _lease(skip_locked: bool) -> Any:
+    return (
+        select(Step, Action)
+        .join(Action, Action.id == Step.action_id)
+        .where(Step.id == bindparam("step_id"))
+        .with_for_update(of=Step, skip_locked=skip_locked)
+        .execution_options(populate_existing=True)
+    )
+
+
+#: A step with its action, holding the step's row lock: the body's lease while it runs. A
+#: step whose lease another worker holds is skipped, not waited for (that worker runs it).
+_LEASE = _lease(skip_locked=True)
+#: The same lock, to record the outcome: it waits only for a lease on the step.
+_LOCK = _lease(skip_locked=False)
+
+
+def perform(session: Session, step_id: int) -> Outcome | None:
+    """Run a step's body once, holding its lease; None when there is nothing to run."""
+    row = session.execute(_LEASE, {"step_id": step_id}).one_or_none()
+    if row is None:
+        return None
+    step, action = row
+    if step.performed_at is not None or step.status != status.STEP_PERFORMING:
+        return None  # a redelivered message: the body already ran
+    if action.status != status.PERFORMING:
+        close_unperformed(step)  # completed meanwhile: cancelled, timed out, from outside
+        return None
+    if step.retry_at is not None and step.retry_at > clock.now():
+        # Early (another host's clock is ahead): come back when the attempt is due.
+        broker.enqueue(session, broker.PERFORM_STEP, step.id, delay=step.retry_at - clock.now())
+        return None
+    context = StepContext(session, step, action)
+    writes = db.writes(session)
+    body = action.definition.all_steps()[step.definition_index]
+    error = run_user_code(body, action.actor, context, *list(action.arguments))
+    wrote = False
+    if error is None:
+        try:
+            session.flush()  # the body's pending changes count as written
+        except SQLAlchemyError as flush_error:
+            error = flush_error
+        else:
+            wrote = db.writes(session) > writes
+    return Outcome(
+        attempt=step.attempt,
+        context=context,
+        error=error,
+        arguments_json=_arguments_json(action),
+        wrote=wrote and error is None,
+        after_commit=broker.take_after_commit(session) if error is None else [],
+    )
+
+
+def _arguments_json(action: Action) -> list[Any]:
+    action.store_arguments()
+    return action.arguments_json
+
+
+def close_unperformed(step: Step) -> None:
+    """A step whose action completed before its body ran will never run: close it."""
+    if step.completed_at is None:
+        step.status, step.completed_at = status.STEP_CANCELLED, clock.now()
+
+
+def conclude_body(session: Session, step_id: int, outcome: Outcome) -> None:
+    """Record a body's outcome, once: its children and waits, its failure or its retry,
+    and complete the step when nothing is left to wait for."""
     row = session.execute(_LOCK, {"step_id": step_id}).one_or_none()
     if row is None:
         return
     step, action = row
-    if step.performed_at is not None or step.status != status.STEP_PERFORMING:
-        return  # a redelivered message: the body already ran
-    if action.status != status.PERFORMING:
-        return  # completed meanwhile (cancelled, timed out, completed from outside)
-    if step.retry_at is not None and step.retry_at > clock.now():
-        return  # early: the message for this attempt is delayed until retry_at
-    error = failure
-    context = StepContext(session, step, action)
-    if error is None:
-        body = action.definition.all_steps()[step.definition_index]
-        error = run_user_code(body, action.actor, context, *list(action.arguments))
-        if error is not None and (
-            isinstance(error, SQLAlchemyError) or action.definition.retry.retries(error, step.attempt)
-        ):
-            # Record the failure in a fresh transaction: the attempt's own changes are
-            # rolled back (a retried body runs again in full), and a database error has
-            # left this transaction unusable anyway.
-            session.rollback()
-            return perform(session, step_id, failure=error)
+    if step.performed_at is not None or step.attempt != outcome.attempt:
+        return  # recorded already (a body run twice by a redelivery records once)
+    context, error = outcome.context, outcome.error
+    for callback in outcome.after_commit:
+        broker.after_commit(session, callback)
     if error is not None and action.definition.retry.retries(error, step.attempt):
         return schedule_retry(session, step, action, error)
     if error is None:
+        context.rebind(session, step, action)
         context._record()  # first: the step's own changes below go out in one UPDATE
-        action.store_arguments()
+        if outcome.arguments_json != action.arguments_json:
+            action.arguments_json = outcome.arguments_json
+            action.__dict__.pop("_arguments", None)
     step.performed_at = clock.now()
     step.retry_at = None
     if error is not None:
@@ -101,6 +219,17 @@ def perform(session: Session, step_id: int, failure: BaseException | None = None
         history.record(session, action, "step_failed", step_id=step.id, **error_data(error))
     if step.pending_actions_count == 0:
         complete_step(session, step, action)
+
+
+def perform_and_conclude(session: Session, step_id: int) -> None:
+    """Run a body and record its outcome in one transaction of ``session`` (the caller's).
+    A failed attempt's changes are rolled back before its failure is recorded."""
+    outcome = perform(session, step_id)
+    if outcome is None:
+        return
+    if outcome.error is not None:
+        session.rollback()
+    conclude_body(session, step_id, outcome)
 
 
 def schedule_retry(session: Session, step: Step, action: Action, error: BaseException) -> None:

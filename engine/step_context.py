@@ -35,6 +35,10 @@ class StepContext:
         self._waits: list[timedelta] = []
         self._failed = False
 
+    def rebind(self, session: Session, step: Step, action: Action) -> None:
+        """Record this body's outcome in another session than the one it ran in."""
+        self.session, self.step, self.action = session, step, action
+
     def do(self, target: Any, *args: Any) -> None:
         """Start an action on this step's actor: ``step.do("honk")`` or ``step.do(self.drive, 5)``.
         A bound action or method of another actor runs on that actor."""

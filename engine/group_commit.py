@@ -1,0 +1,140 @@
+"""Group commit: the transitions that a worker process's threads produce share transactions.
+
+A thread hands its transition (a function of a session) to ``run`` and waits. If no batch
+is being written, it becomes the leader: it runs every transition waiting at that moment
+in one transaction, commits once, and wakes their threads; transitions handed in while it
+writes wait for the next batch, led by the first of their threads. An idle process thus
+commits each transition at once (no added latency), and batches grow only under load, as
+PostgreSQL's own WAL group commit does.
+
+Each transition's thread gets its result (or its error) only after the batch committed:
+its broker messages are sent and its Dramatiq message acknowledged after that, so delivery
+stays at-least-once and nothing is acknowledged before it is durable. When one transition
+of a batch fails, the batch is rolled back and each of its transitions runs again alone,
+so the others commit and the failing one fails by itself; a deadlock or a lost connection
+reruns the whole batch (nothing of it was committed).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy.orm import Session
+
+from . import broker, db
+
+log = logging.getLogger("stepwise")
+
+T = TypeVar("T")
+
+#: The most transitions one batch holds: a bound on the locks one transaction keeps and
+#: on the work redone when the batch must be rerun.
+MAX_BATCH = 64
+
+
+class Unit(Generic[T]):
+    """One transition waiting for its batch: what to run, and what it came to."""
+
+    __slots__ = ("after_commit", "done", "error", "lead", "ready", "result", "work")
+
+    def __init__(self, work: Callable[[Session], T]) -> None:
+        self.work = work
+        self.done = threading.Event()
+        self.lead = False
+        self.result: T | None = None
+        self.error: BaseException | None = None
+        #: The broker messages and the ready steps this transition produced, kept apart
+        #: from the other transitions of its batch.
+        self.after_commit: list[Callable[[], Any]] = []
+        self.ready: list[int] = []
+
+
+class GroupCommit:
+    """The batches of one process (``shared()``), or of one test."""
+
+    def __init__(self, max_batch: int = MAX_BATCH) -> None:
+        self.max_batch = max_batch
+        self._lock = threading.Lock()
+        self._waiting: list[Unit[Any]] = []
+        self._writing = False
+        #: Figures for benchmarks: batches committed and transitions in them.
+        self.batches = 0
+        self.transitions = 0
+
+    def run(self, work: Callable[[Session], T]) -> tuple[T, list[int]]:
+        """Run ``work(session)`` in a shared transaction; return its result and the steps
+        it made ready, once committed. Its broker messages are sent before this returns."""
+        unit: Unit[T] = Unit(work)
+        with self._lock:
+            self._waiting.append(unit)
+            leads = not self._writing
+            self._writing = True
+        if not leads:
+            unit.done.wait()
+        if leads or unit.lead:
+            self._lead()
+        for callback in unit.after_commit:
+            broker.run_callback(callback)
+        if unit.error is not None:
+            raise unit.error
+        return unit.result, unit.ready  # type: ignore[return-value]
+
+    def _lead(self) -> None:
+        with self._lock:
+            batch = self._waiting[: self.max_batch]
+            del self._waiting[: self.max_batch]
+        try:
+            self._write(batch)
+        finally:
+            with self._lock:
+                if self._waiting:
+                    successor = self._waiting[0]
+                    successor.lead = True
+                    successor.done.set()
+                else:
+                    self._writing = False
+            for unit in batch:
+                unit.done.set()
+
+    def _write(self, batch: list[Unit[Any]]) -> None:
+        try:
+            db.retrying_fresh(lambda session: self._run_all(session, batch))
+        except Exception as error:
+            if len(batch) == 1:
+                batch[0].error = error
+                return
+            log.info("a batch of %d transitions failed (%s): running each alone", len(batch), error)
+            for unit in batch:
+                self._write([unit])
+            return
+        self.batches += 1
+        self.transitions += len(batch)
+
+    @staticmethod
+    def _run_all(session: Session, batch: list[Unit[Any]]) -> None:
+        for unit in batch:
+            unit.after_commit, unit.ready = [], []
+            with broker.collecting(session, unit.after_commit, unit.ready):
+                unit.result = unit.work(session)
+
+
+_shared: GroupCommit | None = None
+_shared_lock = threading.Lock()
+
+
+def shared() -> GroupCommit:
+    """This process's group commit (one per process: its threads share its batches)."""
+    global _shared
+    if _shared is None:
+        with _shared_lock:
+            if _shared is None:
+                _shared = GroupCommit()
+    return _shared
+
+
+def run(work: Callable[[Session], T]) -> tuple[T, list[int]]:
+    """Run ``work`` in this process's next batch: see ``GroupCommit.run``."""
+    return shared().run(work)

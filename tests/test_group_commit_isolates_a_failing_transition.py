@@ -1,0 +1,115 @@
+"""Given transitions from several worker threads sharing one batch (one transaction), when
+one of them fails, then the batch is rolled back and each transition runs again alone: the
+others commit, the failing one fails by itself in its own thread, and nothing of it is
+half-applied. An idle process commits a lone transition at once, in a batch of one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+import engine
+from engine import status, testing
+from engine.completion import complete_action
+from engine.group_commit import GroupCommit
+from tests.domain import Car
+
+
+@pytest.fixture
+def outbound_actions(session: Session) -> list[int]:
+    """Three performing outbound ``paint`` actions, one per car; completing the second
+    as succeeded raises from its after-callback (unhandled: engine.testing handles none)."""
+    paint = engine.define(Car, "paint", outbound=True)
+
+    @paint.step
+    def order(car: Car, step: engine.StepContext) -> None:
+        pass
+
+    @paint.succeeded
+    def invoice(car: Car, action: engine.Action) -> None:
+        car.mileage += 100  # a write that must not survive the failure
+        if car.location == "broken":
+            raise RuntimeError(f"invoicing car {car.id} failed")
+
+    cars = [Car(location="broken" if n == 1 else None) for n in range(3)]
+    session.add_all(cars)
+    session.commit()
+    for car in cars:
+        engine.later(car, "paint")
+    session.commit()
+    testing.drain()
+    ids = list(session.scalars(select(engine.Action.id).order_by(engine.Action.id)))
+    assert len(ids) == 3
+    return ids
+
+
+def completing(action_id: int) -> Callable[[Session], bool]:
+    def work(session: Session) -> bool:
+        action = session.get(engine.Action, action_id)
+        assert action is not None
+        return bool(complete_action(session, action, status.SUCCEEDED))
+
+    return work
+
+
+def test_one_failing_transition_leaves_the_rest_of_its_batch_committed(
+    session: Session, outbound_actions: list[int]
+) -> None:
+    group = GroupCommit()
+    gate = threading.Event()
+    results: dict[int, Any] = {}
+
+    def hold(_session: Session) -> None:
+        gate.wait(timeout=10)  # the first batch: while it is written, the others queue up
+
+    def submit(key: int, work: Callable[[Session], Any]) -> None:
+        try:
+            results[key] = group.run(work)[0]
+        except Exception as error:
+            results[key] = error
+
+    threads = [threading.Thread(target=submit, args=(-1, hold))]
+    threads += [
+        threading.Thread(target=submit, args=(action_id, completing(action_id)))
+        for action_id in outbound_actions
+    ]
+    threads[0].start()
+    while not group._writing:
+        time.sleep(0.001)
+    for thread in threads[1:]:
+        thread.start()
+    while len(group._waiting) < len(outbound_actions):
+        time.sleep(0.001)
+    gate.set()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    first, failing, last = outbound_actions
+    assert results[first] is True
+    assert results[last] is True
+    assert isinstance(results[failing], RuntimeError)
+    # The gate's batch, then the three together (rolled back), then each alone: the two
+    # that succeed commit in batches of their own.
+    assert (group.batches, group.transitions) == (3, 3)
+
+    session.expire_all()
+    statuses = dict(session.execute(select(engine.Action.id, engine.Action.status)).all())
+    assert statuses == {first: "succeeded", failing: "performing", last: "succeeded"}
+    mileage = [car.mileage for car in session.scalars(select(Car).order_by(Car.id))]
+    assert mileage == [100, 0, 100]
+
+
+def test_an_idle_process_commits_each_transition_at_once(
+    session: Session, outbound_actions: list[int]
+) -> None:
+    group = GroupCommit()
+    first, _, last = outbound_actions
+    assert group.run(completing(first))[0] is True
+    assert group.run(completing(last))[0] is True
+    assert (group.batches, group.transitions) == (2, 2)
