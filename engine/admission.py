@@ -228,8 +228,15 @@ def obtain_for(
 def supersede(session: Session, old: Action, new: Action) -> None:
     """``new`` replaces the queued ``old``: everyone waiting on ``old`` now waits on ``new``."""
 
+    # It leaves the lane with the same write: a lane that never drains keeps only its live
+    # members, and admission reads only those (not every action superseded so far).
     if not write_status(
-        session, old, status.SUPERSEDED, completed_at=new.created_at, superseded_by_id=new.id
+        session,
+        old,
+        status.SUPERSEDED,
+        completed_at=new.created_at,
+        superseded_by_id=new.id,
+        performance_id=None,
     ):
         return
     session.execute(
@@ -260,10 +267,11 @@ def deadlock(session: Session, candidate: Action, invocation: Invocation, holder
 
 
 def lane_actions(session: Session, lane: Performance) -> list[Action]:
+    """The lane's live members: its current action and those queued behind it, oldest first."""
     return list(
         session.scalars(
             select(Action)
-            .where(Action.performance_id == lane.id)
+            .where(Action.performance_id == lane.id, Action.status.in_(status.INCOMPLETE))
             .order_by(Action.id)
             .execution_options(populate_existing=True)
         )
