@@ -51,20 +51,27 @@ def _record_unhandled(session: Session, invocation_id: int, error: BaseException
         history.record(session, None, "invocation_errored", invocation_id=invocation_id, **error_data(error))
 
 
+#: The invocation, holding its row lock, with its parent step's action (None for a root):
+#: one read. The parent's columns used (its id and tree) never change.
 _LOCK = (
-    select(Invocation)
+    select(Invocation, Action)
+    .outerjoin(Step, Step.id == Invocation.parent_step_id)
+    .outerjoin(Action, Action.id == Step.action_id)
     .where(Invocation.id == bindparam("invocation_id"))
-    .with_for_update()
+    .with_for_update(of=Invocation)
     .execution_options(populate_existing=True)
 )
+_PARENT = "_stepwise_parent_action"
 
 
 def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | None:
     """Turn an invocation into an action in its lane, exactly once. None when it was
     already settled (a redelivered message)."""
-    invocation = session.scalars(_LOCK, {"invocation_id": invocation_id}).one_or_none()
-    if invocation is None or invocation.settled_at is not None:
+    row = session.execute(_LOCK, {"invocation_id": invocation_id}).one_or_none()
+    if row is None or row[0].settled_at is not None:
         return None
+    invocation, parent = row
+    setattr(invocation, _PARENT, parent)
     try:
         if actor is None:
             actor = registry.load_actor(session, invocation.actor_type, invocation.actor_id)
@@ -117,9 +124,10 @@ def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | N
 
 
 def _parent_action(session: Session, invocation: Invocation) -> Action | None:
+    if hasattr(invocation, _PARENT):  # read with the invocation's lock
+        return getattr(invocation, _PARENT)  # type: ignore[no-any-return]
     if invocation.parent_step_id is None:
         return None
-
     return session.scalars(
         select(Action).join(Step, Step.action_id == Action.id).where(Step.id == bindparam("step_id")),
         {"step_id": invocation.parent_step_id},

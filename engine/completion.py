@@ -209,14 +209,14 @@ def forward(
         return  # not in a lane (it should be): completed all the same rather than stranded
     if completing.id != lane.action_id:
         return  # a queued action left the lane; the current one keeps it
-    upcoming = session.scalars(_UPCOMING, {"lane_id": lane.id, "completing_id": completing.id}).first()
-    if upcoming is not None:
-        set_current(lane, upcoming)
-        session.flush()
-        if upcoming.status == status.PENDING:
-            perform(session, upcoming)
-    else:
-        performance.close(session, lane)
+    parameters = {"lane_id": lane.id, "completing_id": completing.id}
+    if performance.close_if_empty(session, lane, completing.id):
+        return
+    upcoming = session.scalars(_UPCOMING, parameters).one()
+    set_current(lane, upcoming)
+    session.flush()
+    if upcoming.status == status.PENDING:
+        perform(session, upcoming)
 
 
 #: The lane's next action: the oldest incomplete one after the completing one.

@@ -64,6 +64,10 @@ class GroupCommit:
         self.batches = 0
         self.transitions = 0
 
+    def idle(self) -> bool:
+        """No batch is being written or waiting (a hint: it may change at once)."""
+        return not self._writing and not self._waiting
+
     def run(self, work: Callable[[Session], T]) -> tuple[T, list[int]]:
         """Run ``work(session)`` in a shared transaction; return its result and the steps
         it made ready, once committed. Its broker messages are sent before this returns."""

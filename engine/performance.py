@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import functools
 
-from sqlalchemy import BigInteger, Index, Insert, String, bindparam, delete, select, text
+from sqlalchemy import BigInteger, Index, Insert, String, bindparam, delete, exists, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
-from . import clock
+from . import clock, status
 from .action import Action
 from .db import Base, Id, Timestamps
 
@@ -97,14 +97,30 @@ def set_current(lane: Performance, action: Action) -> None:
     lane.outbound_complete_key = action.tenancy_key if action.outbound else None
 
 
-_DELETE = delete(Performance).where(Performance.id == bindparam("lane_id"))
-
-
-def close(session: Session, lane: Performance) -> None:
-    """The lane has no action left: remove it (its members' ``performance_id`` goes NULL
-    with it, ON DELETE SET NULL)."""
-    session.connection().execute(_DELETE, {"lane_id": lane.id})
+def close_if_empty(session: Session, lane: Performance, completing_id: int) -> bool:
+    """Remove the lane when no incomplete action is left in it but ``completing_id`` (its
+    members' ``performance_id`` goes NULL with it, ON DELETE SET NULL): True if removed.
+    The caller holds the lane's lock, which every joining action needs."""
+    removed = session.connection().execute(_CLOSE, {"lane_id": lane.id, "completing_id": completing_id})
+    if removed.first() is None:
+        return False
     session.expunge(lane)
+    return True
+
+
+_members = Action.__table__.c
+_CLOSE = (
+    delete(Performance)
+    .where(
+        Performance.id == bindparam("lane_id"),
+        ~exists().where(
+            _members.performance_id == bindparam("lane_id"),
+            _members.status.in_(status.INCOMPLETE),
+            _members.id != bindparam("completing_id"),
+        ),
+    )
+    .returning(Performance.__table__.c.id)
+)
 
 
 def outbound_lane(session: Session, tenancy_key: str) -> Performance | None:

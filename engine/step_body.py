@@ -67,10 +67,12 @@ def run_steps(step_ids: list[int]) -> None:
 def _run_step(step_id: int) -> list[int]:
     def in_own_session(session: Session) -> Outcome | None:
         outcome = perform(session, step_id)
-        if outcome is not None and outcome.wrote:
-            conclude_body(session, step_id, outcome)
+        if outcome is not None and outcome.error is None and (outcome.wrote or group_commit.shared().idle()):
+            # A body that wrote commits its outcome with its writes; with no batch being
+            # written, a transaction of its own costs no more than joining one.
+            conclude_body(session, step_id, outcome, leased=True)
             return None
-        return outcome  # nothing written: rolled back, the lease released
+        return outcome  # to the next batch: rolled back, the lease released
 
     with db.session() as session:
         outcome = _attempt_body(session, in_own_session)
@@ -190,16 +192,20 @@ def close_unperformed(step: Step) -> None:
         step.status, step.completed_at = status.STEP_CANCELLED, clock.now()
 
 
-def conclude_body(session: Session, step_id: int, outcome: Outcome) -> None:
+def conclude_body(session: Session, step_id: int, outcome: Outcome, *, leased: bool = False) -> None:
     """Record a body's outcome, once: its children and waits, its failure or its retry,
     and complete the step when nothing is left to wait for."""
-    row = session.execute(_LOCK, {"step_id": step_id}).one_or_none()
-    if row is None:
-        return
-    step, action = row
+    context = outcome.context
+    if leased:  # the body ran in this transaction, which still holds the step's lease
+        step, action = context.step, context.action
+    else:
+        row = session.execute(_LOCK, {"step_id": step_id}).one_or_none()
+        if row is None:
+            return
+        step, action = row
     if step.performed_at is not None or step.attempt != outcome.attempt:
         return  # recorded already (a body run twice by a redelivery records once)
-    context, error = outcome.context, outcome.error
+    error = outcome.error
     for callback in outcome.after_commit:
         broker.after_commit(session, callback)
     if error is not None and action.definition.retry.retries(error, step.attempt):
@@ -229,7 +235,7 @@ def perform_and_conclude(session: Session, step_id: int) -> None:
         return
     if outcome.error is not None:
         session.rollback()
-    conclude_body(session, step_id, outcome)
+    conclude_body(session, step_id, outcome, leased=outcome.error is None)
 
 
 def schedule_retry(session: Session, step: Step, action: Action, error: BaseException) -> None:
