@@ -20,7 +20,7 @@ from dramatiq.brokers.stub import StubBroker
 from sqlalchemy import event
 from sqlalchemy.orm import Session, SessionTransaction
 
-from . import clock
+from . import clock, config
 
 log = logging.getLogger("stepwise")
 
@@ -36,6 +36,7 @@ COMPLETE = "stepwise.complete"
 
 _AFTER_COMMIT = "stepwise.after_commit"
 _READY = "stepwise.ready_steps"
+_ADMISSIONS = "stepwise.ready_admissions"
 _sequence = itertools.count()
 
 
@@ -95,17 +96,44 @@ def ready_after_commit(session: Session, step_id: int) -> None:
     after_commit(session, lambda: target.append(step_id))
 
 
+def admit_soon(session: Session, invocation_id: int) -> None:
+    """Once this transaction commits, the invocation is due for admission: a worker that
+    collects admissions (``admitting_here``) admits it in its own process, with no broker
+    round trip; anywhere else its message goes to the broker. Either way the invocation
+    row is the outbox: if this process dies first, the sweeper sends it again."""
+    target = session.info.get(_ADMISSIONS)
+    if target is None or not config.admit_children_here:
+        enqueue(session, ADMIT, invocation_id)
+    else:
+        after_commit(session, lambda: target.append(invocation_id))
+
+
 @contextmanager
-def collecting(session: Session, callbacks: list[Callable[[], Any]], steps: list[int]) -> Iterator[None]:
-    """Inside the block, what ``after_commit`` and ``ready_after_commit`` register in
-    ``session`` goes to ``callbacks`` and ``steps`` instead: one transition's share of a
-    transaction that several share (engine/group_commit.py runs them after the commit)."""
-    saved = session.info.get(_AFTER_COMMIT), session.info.get(_READY)
-    session.info[_AFTER_COMMIT], session.info[_READY] = callbacks, steps
+def admitting_here(session: Session, admissions: list[int]) -> Iterator[None]:
+    """Inside the block, invocations due for admission in ``session`` go to ``admissions``."""
+    with _redirected(session, {_ADMISSIONS: admissions}):
+        yield
+
+
+@contextmanager
+def collecting(
+    session: Session, callbacks: list[Callable[[], Any]], steps: list[int], admissions: list[int]
+) -> Iterator[None]:
+    """Inside the block, what ``after_commit``, ``ready_after_commit`` and ``admit_soon``
+    register in ``session`` goes to ``callbacks``, ``steps`` and ``admissions``: one
+    transition's share of a transaction that several share (engine/group_commit.py)."""
+    with _redirected(session, {_AFTER_COMMIT: callbacks, _READY: steps, _ADMISSIONS: admissions}):
+        yield
+
+
+@contextmanager
+def _redirected(session: Session, lists: dict[str, list[Any]]) -> Iterator[None]:
+    saved = {key: session.info.get(key) for key in lists}
+    session.info.update(lists)
     try:
         yield
     finally:
-        for key, value in zip((_AFTER_COMMIT, _READY), saved, strict=True):
+        for key, value in saved.items():
             if value is None:
                 session.info.pop(key, None)
             else:

@@ -15,6 +15,12 @@ from typing import Any
 handle_exceptions: tuple[type[BaseException], ...] = (Exception,)
 
 
+#: Whether a worker admits the children a step body starts in its own process (no broker
+#: round trip; the invocation row stays the outbox). ``engine.testing`` turns it off, so
+#: that tests drain one message at a time, as Stepped's test helper does.
+admit_children_here: bool = True
+
+
 def handles(error: BaseException) -> bool:
     return isinstance(error, Exception) and isinstance(error, handle_exceptions)
 

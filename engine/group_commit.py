@@ -38,7 +38,7 @@ MAX_BATCH = 64
 class Unit(Generic[T]):
     """One transition waiting for its batch: what to run, and what it came to."""
 
-    __slots__ = ("after_commit", "done", "error", "lead", "ready", "result", "work")
+    __slots__ = ("admissions", "after_commit", "done", "error", "lead", "ready", "result", "work")
 
     def __init__(self, work: Callable[[Session], T]) -> None:
         self.work = work
@@ -46,10 +46,11 @@ class Unit(Generic[T]):
         self.lead = False
         self.result: T | None = None
         self.error: BaseException | None = None
-        #: The broker messages and the ready steps this transition produced, kept apart
-        #: from the other transitions of its batch.
+        #: The broker messages, the ready steps and the invocations due for admission
+        #: this transition produced, kept apart from the other transitions of its batch.
         self.after_commit: list[Callable[[], Any]] = []
         self.ready: list[int] = []
+        self.admissions: list[int] = []
 
 
 class GroupCommit:
@@ -68,9 +69,10 @@ class GroupCommit:
         """No batch is being written or waiting (a hint: it may change at once)."""
         return not self._writing and not self._waiting
 
-    def run(self, work: Callable[[Session], T]) -> tuple[T, list[int]]:
-        """Run ``work(session)`` in a shared transaction; return its result and the steps
-        it made ready, once committed. Its broker messages are sent before this returns."""
+    def run(self, work: Callable[[Session], T]) -> tuple[T, list[int], list[int]]:
+        """Run ``work(session)`` in a shared transaction; return its result, the steps it
+        made ready and the invocations it made due for admission, once committed. Its
+        broker messages are sent before this returns."""
         unit: Unit[T] = Unit(work)
         with self._lock:
             self._waiting.append(unit)
@@ -84,7 +86,7 @@ class GroupCommit:
             broker.run_callback(callback)
         if unit.error is not None:
             raise unit.error
-        return unit.result, unit.ready  # type: ignore[return-value]
+        return unit.result, unit.ready, unit.admissions  # type: ignore[return-value]
 
     def _lead(self) -> None:
         with self._lock:
@@ -120,8 +122,8 @@ class GroupCommit:
     @staticmethod
     def _run_all(session: Session, batch: list[Unit[Any]]) -> None:
         for unit in batch:
-            unit.after_commit, unit.ready = [], []
-            with broker.collecting(session, unit.after_commit, unit.ready):
+            unit.after_commit, unit.ready, unit.admissions = [], [], []
+            with broker.collecting(session, unit.after_commit, unit.ready, unit.admissions):
                 unit.result = unit.work(session)
 
 
@@ -139,6 +141,6 @@ def shared() -> GroupCommit:
     return _shared
 
 
-def run(work: Callable[[Session], T]) -> tuple[T, list[int]]:
+def run(work: Callable[[Session], T]) -> tuple[T, list[int], list[int]]:
     """Run ``work`` in this process's next batch: see ``GroupCommit.run``."""
     return shared().run(work)

@@ -41,11 +41,11 @@ def admit(invocation_id: int) -> None:
                 resume(session, invocation.action_id)
 
     try:
-        _, ready = group_commit.run(work)
+        _, ready, admissions = group_commit.run(work)
     except Exception as error:
         admission.record_unhandled_error(invocation_id, error)
         raise
-    run_steps(ready)
+    run_steps(ready, admissions)
 
 
 @dramatiq.actor(actor_name=broker.PERFORM_STEP, **OPTIONS)
@@ -68,10 +68,10 @@ def timeout(action_id: int) -> None:
         complete_action(session, action, status.TIMED_OUT, cause=history.TIMEOUT)
         return None
 
-    early, ready = group_commit.run(work)
+    early, ready, admissions = group_commit.run(work)
     if early is not None:
         broker.send(broker.TIMEOUT, action_id, delay=early)
-    run_steps(ready)
+    run_steps(ready, admissions)
 
 
 @dramatiq.actor(actor_name=broker.WAIT_OVER, **OPTIONS)
@@ -95,10 +95,10 @@ def wait_over(invocation_id: int) -> None:
             conclude(session, row[0], True)
         return None
 
-    early, ready = group_commit.run(work)
+    early, ready, admissions = group_commit.run(work)
     if early is not None:
         broker.send(broker.WAIT_OVER, invocation_id, delay=early)
-    run_steps(ready)
+    run_steps(ready, admissions)
 
 
 @dramatiq.actor(actor_name=broker.COMPLETE, **OPTIONS)

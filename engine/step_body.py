@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from . import broker, clock, db, group_commit, history, status
+from . import admission, broker, clock, db, group_commit, history, status
 from .action import Action, error_data
 from .completion import complete_step
 from .config import run_user_code
@@ -48,23 +48,54 @@ def run_ready(session: Session) -> None:
             raise
 
 
-def run_steps(step_ids: list[int]) -> None:
-    """A worker runs the bodies of ready steps, and of the steps they make ready, until
-    none is left. Each body runs in a session of its own holding its step's lease; the
-    outcome of a body that wrote nothing is concluded in this process's next shared batch
-    (engine/group_commit.py), while a body that wrote commits its changes together with
-    its outcome, so they stand or fall together."""
+def run_steps(step_ids: list[int], admissions: list[int] | None = None) -> None:
+    """A worker runs the bodies of ready steps, and what they make ready, until nothing is
+    left: fewer broker round trips. Each body runs in a session of its own holding its
+    step's lease; the outcome of a body that wrote nothing is concluded in this process's
+    next shared batch (engine/group_commit.py), while a body that wrote commits its
+    changes together with its outcome, so they stand or fall together. The children a
+    body starts are admitted here, all in one transition; the first child's body runs
+    here too and the others' go to the workers, so siblings still run in parallel."""
     queue = list(step_ids)
-    while queue:
+    due = list(admissions or ())
+    while queue or due:
+        if due:
+            steps, due = _admit_here(due), []
+            queue.extend(steps[:1])
+            for step_id in steps[1:]:
+                broker.send(broker.PERFORM_STEP, step_id)
+            continue
         step_id = queue.pop(0)
         try:
-            queue.extend(_run_step(step_id))
+            steps, more = _run_step(step_id)
         except Exception as error:
             _record_unhandled(step_id, error)
             raise
+        queue.extend(steps)
+        due.extend(more)
 
 
-def _run_step(step_id: int) -> list[int]:
+def _admit_here(invocation_ids: list[int]) -> list[int]:
+    """Admit invocations that became due in this process, in one transition; the steps
+    that became ready. If that fails, their messages go to the broker instead, where each
+    is retried (and its error recorded) alone."""
+
+    def work(session: Session) -> None:
+        for invocation_id in invocation_ids:
+            admission.admit(session, invocation_id)
+
+    try:
+        _, steps, more = group_commit.run(work)
+    except Exception:
+        for invocation_id in invocation_ids:
+            broker.send(broker.ADMIT, invocation_id)
+        return []
+    for invocation_id in more:  # admissions start no children: only a body does
+        broker.send(broker.ADMIT, invocation_id)
+    return steps
+
+
+def _run_step(step_id: int) -> tuple[list[int], list[int]]:
     def in_own_session(session: Session) -> Outcome | None:
         outcome = perform(session, step_id)
         if outcome is not None and outcome.error is None and (outcome.wrote or group_commit.shared().idle()):
@@ -74,13 +105,14 @@ def _run_step(step_id: int) -> list[int]:
             return None
         return outcome  # to the next batch: rolled back, the lease released
 
-    with db.session() as session:
+    admissions: list[int] = []
+    with db.session() as session, broker.admitting_here(session, admissions):
         outcome = _attempt_body(session, in_own_session)
         ready = broker.ready(session)[:]
     if outcome is None:
-        return ready
-    _, more = group_commit.run(lambda batch: conclude_body(batch, step_id, outcome))
-    return [*ready, *more]
+        return ready, admissions
+    _, more, due = group_commit.run(lambda batch: conclude_body(batch, step_id, outcome))
+    return [*ready, *more], [*admissions, *due]
 
 
 def _attempt_body(session: Session, work: Callable[[Session], Outcome | None]) -> Outcome | None:

@@ -98,7 +98,7 @@ class StepContext:
             self.session.add_all([*children, *waits])
             self.session.flush()
             for child in children:
-                broker.enqueue(self.session, broker.ADMIT, child.id)
+                broker.admit_soon(self.session, child.id)
             for wait, duration in zip(waits, self._waits, strict=True):
                 broker.enqueue(self.session, broker.WAIT_OVER, wait.id, delay=duration)
             history.record(

@@ -50,6 +50,7 @@ def setup() -> StubBroker:
         stub.declare_actor(job)
     clock.reset()
     config.handle_exceptions = ()
+    config.admit_children_here = False
     return stub
 
 

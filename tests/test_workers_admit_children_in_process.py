@@ -1,0 +1,91 @@
+"""Given a worker with in-process admission on (the default outside ``engine.testing``),
+when a step body starts children, then the worker admits them itself in one transition,
+runs the first child's body at once and sends the others' bodies to the workers: the tree
+ends as it does through the broker, with fewer messages. The invocation rows stay the
+outbox: a child whose worker died before admitting it is sent again by the sweeper."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+import engine
+from engine import config, sweeper, testing
+from engine.models import Action, Invocation
+from tests.domain import Car
+
+
+@pytest.fixture(autouse=True)
+def in_process_admission() -> Iterator[None]:
+    config.admit_children_here = True
+    yield
+    config.admit_children_here = False
+
+
+@pytest.fixture(autouse=True)
+def trip() -> None:
+    """Four drives, each in a lane of its own: three in parallel, then one more."""
+    engine.define(Car, "drive", concurrency_key=lambda car, miles: f"Car/{car.id}/drive/{miles}")
+    trip = engine.define(Car, "trip")
+
+    @trip.step
+    def errands(car: Car, step: engine.StepContext) -> None:
+        for miles in (1, 2, 3):
+            step.do("drive", miles)
+
+    @trip.step
+    def home(car: Car, step: engine.StepContext) -> None:
+        step.do("drive", 4)
+
+
+def messages_while_draining() -> list[str]:
+    jobs: list[str] = []
+    while due := [item for item in testing.enqueued() if item.due is None or item.due <= engine.clock.now()]:
+        jobs += [item.job for item in due]
+        testing.perform_enqueued()
+    return jobs
+
+
+def test_a_tree_ends_as_through_the_broker_with_fewer_messages(session: Session, car: Car) -> None:
+    engine.later(car, "trip")
+    session.commit()
+    jobs = messages_while_draining()
+
+    session.expire_all()
+    statuses = session.execute(select(Action.name, Action.status).order_by(Action.id)).all()
+    assert [tuple(row) for row in statuses] == [("trip", "succeeded")] + [("drive", "succeeded")] * 4
+    assert session.get_one(Car, car.id).mileage == 10
+    # The root's admission, then two sibling bodies sent to the workers; the first child
+    # and the second step's child ran in the process that made them ready.
+    assert sorted(jobs) == ["stepwise.admit", "stepwise.perform_step", "stepwise.perform_step"]
+
+
+def test_a_child_never_admitted_in_process_is_sent_again_by_the_sweeper(session: Session, car: Car) -> None:
+    engine.later(car, "trip")
+    session.commit()
+    # The worker admits the root and runs its first body, then dies before admitting the
+    # children it started: their rows are all that is left.
+    root_admission = testing.enqueued("stepwise.admit")
+    assert len(root_admission) == 1
+    from engine import step_body
+
+    original = step_body._admit_here
+    step_body._admit_here = lambda ids: []  # type: ignore[assignment]
+    try:
+        testing.perform_enqueued()
+    finally:
+        step_body._admit_here = original
+    unsettled = session.scalars(select(Invocation).where(Invocation.settled_at.is_(None))).all()
+    assert len(unsettled) == 3
+
+    testing.travel(timedelta(minutes=1))  # past the sweeper's grace (engine.testing resets the clock)
+    with engine.new_session() as sweeping:
+        report = sweeper.sweep(sweeping)
+    assert report.admit == 3
+    testing.drain()
+    session.expire_all()
+    assert session.get_one(Car, car.id).mileage == 10
