@@ -230,6 +230,10 @@ def conclude_body(session: Session, step_id: int, outcome: Outcome, *, leased: b
     context = outcome.context
     if leased:  # the body ran in this transaction, which still holds the step's lease
         step, action = context.step, context.action
+        if session.get_bind().dialect.name == "sqlite":
+            # No row lock there: read the step again under the write lock.
+            db.lock_for_write(session)
+            session.refresh(step)
     else:
         row = session.execute(_LOCK, {"step_id": step_id}).one_or_none()
         if row is None:
