@@ -19,6 +19,9 @@ class SqlCounts:
     rollbacks: int
     checkouts: int
     connects: int
+    #: Group commit: batches committed, and the transitions in them.
+    batches: int = 0
+    batched: int = 0
 
     @classmethod
     def between(cls, before: Counter[str], after: Counter[str]) -> SqlCounts:
@@ -26,7 +29,15 @@ class SqlCounts:
         statements = Counter(
             {k.split(":", 1)[1]: v for k, v in delta.items() if k.startswith("statement:") and v}
         )
-        return cls(statements, delta["commit"], delta["rollback"], delta["checkout"], delta["connect"])
+        return cls(
+            statements,
+            delta["commit"],
+            delta["rollback"],
+            delta["checkout"],
+            delta["connect"],
+            delta["batches"],
+            delta["batched"],
+        )
 
     @property
     def total_statements(self) -> int:

@@ -182,6 +182,11 @@ def engine_rows(run: EngineRun, label: str = "") -> list[tuple[str, str, str]]:
             f"commits {per(sql.commits):.2f} + rollbacks {per(sql.rollbacks):.2f}; "
             f"{per(sql.checkouts):.2f} pool checkouts (no pre-ping round trips)",
         ),
+        (
+            f"{label}transitions/batch",
+            f"{sql.batched / sql.batches:.2f}" if sql.batches else "-",
+            f"group commit: {sql.batches} batches, {sql.batched} transitions",
+        ),
     ]
 
 

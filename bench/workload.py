@@ -112,8 +112,14 @@ def install_counters() -> None:
 
 
 def snapshot() -> dict[str, int]:
+    """The counters, with the group commit's: batches committed, transitions in them."""
+    from engine import group_commit
+
     with _lock:
-        return dict(_counts)
+        counts = dict(_counts)
+    group = group_commit.shared()
+    counts["batches"], counts["batched"] = group.batches, group.transitions
+    return counts
 
 
 def write_counts_forever(directory: Path) -> None:
