@@ -175,7 +175,7 @@ class Definition:
             return None
         return checksum_of(call(self.checksum, actor, arguments))
 
-    def timeout_seconds(self, actor: Any, arguments: Sequence[Any]) -> int | None:
+    def timeout_seconds(self, actor: Any, arguments: Sequence[Any]) -> float | None:
         option = self.timeout
         if option is None:
             return None
@@ -185,8 +185,8 @@ class Definition:
         if value is None:
             return None
         if isinstance(value, timedelta):
-            return int(value.total_seconds())
-        return int(value)
+            return value.total_seconds()
+        return float(value)
 
 
 def call(option: Any, actor: Any, arguments: Sequence[Any]) -> Any:

@@ -41,7 +41,7 @@ def retry(
             result = CommandResult(False, "not_retryable", action_id)
         else:
             if timeout is not None:
-                action.timeout_seconds = int(timeout.total_seconds())
+                action.timeout_seconds = timeout.total_seconds()
             reopen_down(s, action, cause=cause, by=by)
             reopen(s, action, cause=cause, by=by, reason=reason)
             reopen_up(s, action, cause=cause, by=by)
