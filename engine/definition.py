@@ -27,6 +27,8 @@ Hook = Callable[..., Any]
 #: called as a method with the action's arguments: ``fn(actor, *arguments)``.
 KeyOption = str | Sequence[str] | property | Callable[..., Any] | None
 TimeoutOption = timedelta | int | float | str | Callable[..., Any] | None
+#: The longest concurrency or checksum key the key columns hold.
+KEY_LENGTH = 255
 
 
 def takes_step(fn: Callable[..., Any]) -> bool:
@@ -162,13 +164,25 @@ class Definition:
     def tenancy_key(self, action: Action) -> str:
         return f"{action.actor_type}/{action.actor_id}/{self.name}"
 
-    def key(self, option: KeyOption, actor: Any, arguments: Sequence[Any], default: str) -> str:
+    def key(
+        self, option: KeyOption, actor: Any, arguments: Sequence[Any], default: str, what: str = "key"
+    ) -> str:
+        """The ``what`` key (``concurrency_key`` or ``checksum_key``) for these arguments;
+        ``ArgumentError`` when it is longer than ``KEY_LENGTH``."""
         value = option if isinstance(option, (str, list, tuple)) else call(option, actor, arguments)
         if value is None or value is False or value == "" or value == [] or value == ():
-            return default
-        if isinstance(value, (list, tuple)):
-            return "/".join(str(v) for v in value) or default
-        return str(value)
+            key = default
+        elif isinstance(value, (list, tuple)):
+            key = "/".join(str(v) for v in value) or default
+        else:
+            key = str(value)
+        if len(key) > KEY_LENGTH:
+            raise ArgumentError(
+                f"the {what} of {self.actor_class.__name__}.{self.name} is {len(key)} characters "
+                f"long, more than the {KEY_LENGTH} a key may have: {key[:40]!r}… Build it from "
+                f"shorter parts, or use engine.checksum() of the long part"
+            )
+        return key
 
     def checksum_value(self, actor: Any, arguments: Sequence[Any]) -> str | None:
         if self.checksum is None:

@@ -50,5 +50,10 @@ class Deadlock(EngineError):
     """
 
 
+class DefinitionChanged(EngineError):
+    """Raised when an action in flight is at a step its definition no longer has: a deploy
+    removed it. The action fails with this error; its history keeps the steps it ran."""
+
+
 class NoPendingActions(EngineError):
     """Raised when a step is told a child concluded but it waits on nothing."""
