@@ -169,6 +169,7 @@ def settle_unadmitted(
     candidate: Action,
     outcome: str,
     error: BaseException | None = None,
+    cause: str = history.WORKER,
 ) -> Action:
     """The invocation ends without becoming an action: record why, and conclude the
     parent step (successfully only when the candidate ended succeeded)."""
@@ -183,7 +184,7 @@ def settle_unadmitted(
     data: dict[str, Any] = {"name": candidate.name, "actor": f"{candidate.actor_type}/{candidate.actor_id}"}
     if error is not None:
         data.update(error_data(error))
-    history.record(session, parent, f"invocation_{outcome}", invocation_id=invocation.id, **data)
+    history.record(session, parent, f"invocation_{outcome}", cause=cause, invocation_id=invocation.id, **data)
     if invocation.parent_step_id is not None:
         conclude(session, invocation.parent_step_id, candidate.status == status.SUCCEEDED)
     return candidate

@@ -40,6 +40,14 @@ class Invocation(Base):
             sqlite_where=text("concluded_at IS NULL"),
             postgresql_where=text("concluded_at IS NULL"),
         ),
+        # The sweeper's waits: those not concluded, by due time (a long wait not yet due
+        # costs it nothing).
+        Index(
+            "ix_stepwise_invocations_due_waits",
+            "due_at",
+            sqlite_where=text("kind = 'wait' AND concluded_at IS NULL"),
+            postgresql_where=text("kind = 'wait' AND concluded_at IS NULL"),
+        ),
         # Metrics: the invocation an action was admitted from (queue latency), concluded or not.
         Index("ix_stepwise_invocations_action", "action_id"),
         Index("ix_stepwise_invocations_parent_step", "parent_step_id"),
@@ -77,6 +85,12 @@ class Invocation(Base):
     succeeded: Mapped[bool | None]
     #: The achievement's key, when an achievement skipped this invocation (else NULL).
     checksum_key: Mapped[str | None] = mapped_column(String(255))
+    #: How often the sweeper sent its admission (or its wait) again since it last made progress; after
+    #: ``sweeper.MAX_RESENDS`` re-sends it gives up and fails the work.
+    resend_count: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    #: The sweeper leaves it alone until then, twice as long after each re-send (NULL:
+    #: until it is ``GRACE`` old or, for a wait, past its due time).
+    next_sweep_at: Mapped[datetime | None]
 
     def __repr__(self) -> str:
         return (

@@ -77,6 +77,13 @@ class Step(Timestamps, Base):
     #: When the step's body ran and its children were recorded (NULL: not yet run).
     performed_at: Mapped[datetime | None]
     completed_at: Mapped[datetime | None]
+    # Declared after the timestamps, where migration 0002 added them.
+    #: How often the sweeper sent its body (or its job) again since it last made progress; after
+    #: ``sweeper.MAX_RESENDS`` re-sends it gives up and fails the work.
+    resend_count: Mapped[int] = mapped_column(default=0, server_default=text("0"), sort_order=1)
+    #: The sweeper leaves it alone until then, twice as long after each re-send (NULL:
+    #: until it is ``GRACE`` old).
+    next_sweep_at: Mapped[datetime | None] = mapped_column(sort_order=1)
 
     action: Mapped[Action] = relationship(back_populates="steps", viewonly=True)
     actions: Mapped[list[Action]] = relationship(

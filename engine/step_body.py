@@ -278,6 +278,7 @@ def schedule_retry(session: Session, step: Step, action: Action, error: BaseExce
         **error_data(error),
     )
     step.attempt += 1
+    step.resend_count, step.next_sweep_at = 0, None  # progress: the sweeper counts afresh
     broker.enqueue(session, broker.PERFORM_STEP, step.id, delay=interval)
 
 

@@ -1,4 +1,10 @@
-"""Sub-second timeouts (issue 9).
+"""The sweeper's memory, and sub-second timeouts (issue 9).
+
+- ``resend_count`` and ``next_sweep_at`` on the rows the sweeper sends again (invocations,
+  steps, and actions for their timeouts): it backs off each re-send and gives up after
+  ``sweeper.MAX_RESENDS``. Existing rows start at 0, never sent again.
+- ``ix_stepwise_invocations_due_waits``: the waits not concluded, by due time, so that a
+  sweep no longer walks every long wait not yet due.
 
 - ``stepwise_actions.timeout_seconds`` becomes a DOUBLE (seconds with their fraction): half
   a second was truncated to 0, which meant no timeout at all. The column is replaced rather
@@ -26,11 +32,32 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+#: The tables whose rows the sweeper sends again.
+SWEPT = ("stepwise_invocations", "stepwise_steps", "stepwise_actions")
+
+
 def upgrade() -> None:
     replace_column("stepwise_actions", "timeout_seconds", sa.Double(), "timeout_seconds_old")
+    for table in SWEPT:
+        op.add_column(
+            table, sa.Column("resend_count", sa.Integer(), server_default=sa.text("0"), nullable=False)
+        )
+        op.add_column(table, sa.Column("next_sweep_at", sa.DateTime(), nullable=True))
+    op.create_index(
+        "ix_stepwise_invocations_due_waits",
+        "stepwise_invocations",
+        ["due_at"],
+        unique=False,
+        sqlite_where=sa.text("kind = 'wait' AND concluded_at IS NULL"),
+        postgresql_where=sa.text("kind = 'wait' AND concluded_at IS NULL"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_stepwise_invocations_due_waits", table_name="stepwise_invocations")
+    for table in SWEPT:
+        op.drop_column(table, "next_sweep_at")
+        op.drop_column(table, "resend_count")
     # Round a fraction of a second up: a timeout of half a second stays a timeout.
     replace_column(
         "stepwise_actions",
