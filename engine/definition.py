@@ -10,6 +10,7 @@ import copy
 import inspect
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, overload
 
 from . import broker, registry, status
@@ -17,6 +18,7 @@ from .achievement import checksum as checksum_of
 from .errors import ArgumentError, UnknownAction
 from .retry import RetryPolicy
 from .retry import policy as retry_policy
+from .step import job_sent
 
 if TYPE_CHECKING:
     from .action import Action
@@ -142,7 +144,8 @@ class Definition:
 
     def default_step(self, actor: Any, step: Any, *arguments: Any) -> None:
         if self.job is not None:
-            broker.enqueue(step.session, self.job, step.action.id)
+            # Confirmed once the broker took it: until then the sweeper sends it again.
+            broker.enqueue(step.session, self.job, step.action.id, on_sent=partial(job_sent, step.step.id))
             return
         method = self.method
         if method is not None:

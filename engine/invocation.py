@@ -1,4 +1,5 @@
-"""Invocations: the durable record of a request to run an action (and of a step's waits).
+"""Invocations: the durable record of a request to run an action (and of a step's waits,
+and of ``complete_later``'s requests to complete one).
 
 ``invoke`` inserts one in the caller's transaction and rings the broker after commit;
 admission (engine/admission.py) consumes it exactly once. An invocation that is skipped, cancelled by its
@@ -63,7 +64,8 @@ class Invocation(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    #: "action", or "wait" for ``step.wait``.
+    #: "action", "wait" for ``step.wait``, or "complete" for ``complete_later`` (its
+    #: ``arguments`` hold the status, ``action_id`` the action it completes, if known).
     kind: Mapped[str] = mapped_column(String(10), default="action")
     actor_type: Mapped[str] = mapped_column(String(255))
     actor_id: Mapped[str] = mapped_column(String(255))
@@ -72,7 +74,8 @@ class Invocation(Base):
     parent_step_id: Mapped[int | None] = mapped_column(ForeignKey("stepwise_steps.id"))
     #: The action this invocation waits on: admitted, attached to, or taken over by.
     action_id: Mapped[int | None] = mapped_column(ForeignKey("stepwise_actions.id"))
-    #: admitted, attached, skipped, cancelled, succeeded, failed or deadlocked.
+    #: admitted, attached, skipped, cancelled, succeeded, failed or deadlocked (a wait:
+    #: waited; a completion request: completed, already_completed or not_found).
     outcome: Mapped[str | None] = mapped_column(String(20))
     error_class: Mapped[str | None] = mapped_column(String(255))
     error_message: Mapped[str | None] = mapped_column(String(2000))

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from . import clock, history, performance, status
-from .action import Action
+from .action import Action, error_data
 from .admission import settle_unadmitted
 from .completion import complete_action, conclude
 from .errors import Stalled
@@ -46,6 +46,22 @@ def in_action(work: str, action: Action, resends: int, never: str) -> Stalled:
     )
 
 
+def completion(request: Invocation) -> Stalled:
+    """The error of a ``complete_later`` request never carried out."""
+    target = f"action {request.action_id}" if request.action_id else "the current action"
+    return Stalled(
+        f"completion {request.id} of {target} ({request.name} on {request.actor_type}/"
+        f"{request.actor_id}, as {request.arguments_json[0]}) was sent again {request.resend_count} "
+        f"times by the sweeper and never carried out. It fails, and the action is left as it is: "
+        f"complete it again (`stepwise complete ID STATUS`, or from the studio)"
+    )
+
+
+def _store(invocation: Invocation, error: Stalled) -> None:
+    invocation.error_class = f"{type(error).__module__}.{type(error).__qualname__}"
+    invocation.error_message = str(error)[:2000]
+
+
 def _locked_invocation(session: Session, invocation_id: int) -> Invocation | None:
     """The invocation, unless a live worker holds it (its lease: it is being admitted)."""
     return session.scalars(
@@ -72,6 +88,26 @@ def fail_admission(session: Session, error: Stalled, *, invocation_id: int) -> b
     return True
 
 
+def fail_completion(session: Session, error: Stalled, *, request_id: int) -> bool:
+    """The request is settled as failed; its action is left as it is, to be completed
+    another way (or to time out)."""
+    request = _locked_invocation(session, request_id)
+    if request is None or request.settled_at is not None:
+        return False
+    request.settled_at, request.outcome = clock.now(), "failed"
+    _store(request, error)
+    action = session.get(Action, request.action_id) if request.action_id else None
+    history.record(
+        session,
+        action,
+        "completion_failed",
+        cause=history.SWEEPER,
+        invocation_id=request.id,
+        **error_data(error),
+    )
+    return True
+
+
 def fail_wait(session: Session, error: Stalled, *, wait_id: int) -> bool:
     """The action fails, and the wait concludes unsuccessfully, so its step is not left
     waiting (invariant 3)."""
@@ -83,18 +119,24 @@ def fail_wait(session: Session, error: Stalled, *, wait_id: int) -> bool:
     fail_action(session, error, action_id=step.action_id)
     wait.concluded_at = wait.settled_at = clock.now()
     wait.outcome, wait.succeeded = "failed", False
-    wait.error_class = f"{type(error).__module__}.{type(error).__qualname__}"
-    wait.error_message = str(error)[:2000]
+    _store(wait, error)
     session.flush()
     conclude(session, wait.parent_step_id, False)
     return True
 
 
 def fail_action(
-    session: Session, error: Stalled, *, action_id: int, step_id: int | None = None, unperformed: bool = False
+    session: Session,
+    error: Stalled,
+    *,
+    action_id: int,
+    step_id: int | None = None,
+    unperformed: bool = False,
+    unsent_job: bool = False,
 ) -> bool:
     """Fail the action, under its lane's lock; with ``step_id``, only while no live worker
-    holds that step (its lease) and, with ``unperformed``, while its body has not run."""
+    holds that step (its lease), with ``unperformed`` while its body has not run, and with
+    ``unsent_job`` while its job's send is not confirmed."""
     action = session.get(Action, action_id, populate_existing=True)
     if action is None or action.status not in status.INCOMPLETE:
         return False
@@ -107,6 +149,8 @@ def fail_action(
             .execution_options(populate_existing=True)
         ).one_or_none()
         if step is None or (unperformed and step.performed_at is not None):
+            return False
+        if unsent_job and step.job_sent_at is not None:
             return False
     completion = complete_action(session, action, status.FAILED, cause=history.SWEEPER, error=error)
     return completion.completed

@@ -28,14 +28,15 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+import dramatiq
 from sqlalchemy import ColumnElement, and_, literal_column, or_, select
 from sqlalchemy.orm import Session
 
-from . import broker, clock, db, history, stalled, status
+from . import broker, clock, db, history, registry, stalled, status
 from .action import Action
 from .errors import Stalled
 from .invocation import Invocation
-from .step import Step
+from .step import Step, job_sent
 from .step_body import dispatch_ready
 
 log = logging.getLogger("stepwise")
@@ -65,16 +66,20 @@ class SweepReport:
     wait_over: int = 0
     timeout: int = 0
     perform_step: int = 0
+    job: int = 0
+    complete: int = 0
     gave_up: int = 0
 
     @property
     def total(self) -> int:
-        return self.admit + self.wait_over + self.timeout + self.perform_step + self.gave_up
+        sent = self.admit + self.wait_over + self.timeout + self.perform_step + self.job + self.complete
+        return sent + self.gave_up
 
     def __str__(self) -> str:
         return (
             f"sent again: {self.admit} admissions, {self.wait_over} waits, {self.timeout} timeouts, "
-            f"{self.perform_step} steps; gave up on {self.gave_up}"
+            f"{self.perform_step} steps, {self.job} jobs, {self.complete} completions; "
+            f"gave up on {self.gave_up}"
         )
 
 
@@ -95,6 +100,8 @@ def sweep(
         _waits(state)
         _timeouts(state)
         _steps(state)
+        _jobs(state)
+        _completions(state)
         return state
 
     state = db.retrying(session, work)
@@ -241,6 +248,83 @@ def _steps(sweep: _Sweep) -> None:
             sweep.give_up(stalled.fail_action, error, action_id=action.id, step_id=step.id, unperformed=True)
 
 
+def _jobs(sweep: _Sweep) -> None:
+    """Job-backed actions awaiting their job, whose send was never confirmed: the step
+    that sent it concluded (in the transaction that would have advanced the action), and
+    the action performs on."""
+    rows = sweep.session.execute(
+        select(Step, Action)
+        .join(
+            Action,
+            and_(Action.id == Step.action_id, Action.current_step_index == Step.definition_index),
+        )
+        .where(
+            Action.status == status.PERFORMING,
+            Action.job.is_not(None),
+            Step.status == status.STEP_SUCCEEDED,
+            Step.job_sent_at.is_(None),
+            Step.performed_at < sweep.cutoff,
+            sweep.due(Step),
+        )
+        .order_by(Step.id)
+        .limit(sweep.limit)
+        .with_for_update(skip_locked=True, of=Step)
+    ).all()
+    for step, action in rows:
+        job = _job_named(action.job or "")
+        if job is None:
+            # Not imported by this process: say so, and look again later, without counting.
+            log.warning(
+                "stepwise: the sweeper does not know job %r (action %s): import its module",
+                action.job,
+                action.id,
+            )
+            step.next_sweep_at = sweep.now + backoff(sweep.grace, step.resend_count + 1)
+        elif sweep.resend(step):
+            sent = partial(job_sent, step.id)
+            _recovered(sweep, job, step, action, message=(action.id,), on_sent=sent, step_id=step.id)
+            sweep.report.job += 1
+        else:
+            error = stalled.in_action(
+                f"job {action.job!r}", action, step.resend_count, "no send was confirmed"
+            )
+            sweep.give_up(stalled.fail_action, error, action_id=action.id, step_id=step.id, unsent_job=True)
+
+
+def _job_named(name: str) -> Any:
+    """The job of that name: one a definition uses, or one declared on the broker."""
+    for job in registry.job_classes():
+        if getattr(job, "actor_name", None) == name:
+            return job
+    declared = dramatiq.get_broker()
+    return declared.get_actor(name) if name in declared.get_declared_actors() else None
+
+
+def _completions(sweep: _Sweep) -> None:
+    """``complete_later`` requests never carried out."""
+    requests = sweep.session.scalars(
+        select(Invocation)
+        .where(
+            Invocation.settled_at.is_(None),  # ix_stepwise_invocations_unsettled
+            Invocation.created_at < sweep.cutoff,
+            Invocation.kind == "complete",
+            sweep.due(Invocation),
+        )
+        .order_by(Invocation.created_at)
+        .limit(sweep.limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+    for request in requests:
+        action = sweep.session.get(Action, request.action_id) if request.action_id else None
+        if sweep.resend(request):
+            to = request.arguments_json[0]
+            message = (request.actor_type, request.actor_id, request.name, to, request.action_id, request.id)
+            _recovered(sweep, broker.COMPLETE, request, action, message=message, invocation_id=request.id)
+            sweep.report.complete += 1
+        else:
+            sweep.give_up(stalled.fail_completion, stalled.completion(request), request_id=request.id)
+
+
 def _step_action(session: Session, step_id: int | None) -> Action | None:
     if step_id is None:
         return None
@@ -251,14 +335,18 @@ def _step_action(session: Session, step_id: int | None) -> Action | None:
 
 def _recovered(
     sweep: _Sweep,
-    job: str,
+    job: str | Any,
     row: Swept,
     action: Action | None,
     *,
+    message: tuple[Any, ...] | None = None,
+    on_sent: Callable[[], Any] | None = None,
     invocation_id: int | None = None,
     step_id: int | None = None,
     **data: Any,
 ) -> None:
+    """Record the recovery and send ``job`` (an engine job's name, or a Dramatiq actor)
+    again, with ``message`` (default: the row's id)."""
     history.record(
         sweep.session,
         action,
@@ -266,8 +354,8 @@ def _recovered(
         cause=history.SWEEPER,
         invocation_id=invocation_id,
         step_id=step_id,
-        job=job,
+        job=getattr(job, "actor_name", job),
         resend=row.resend_count,
         **data,
     )
-    broker.enqueue(sweep.session, job, row.id)
+    broker.enqueue(sweep.session, job, *(message or (row.id,)), on_sent=on_sent)

@@ -1,11 +1,13 @@
-"""The sweeper's memory, and sub-second timeouts (issue 9).
+"""The sweeper's memory, jobs in the outbox, and sub-second timeouts (issue 9).
 
 - ``resend_count`` and ``next_sweep_at`` on the rows the sweeper sends again (invocations,
   steps, and actions for their timeouts): it backs off each re-send and gives up after
   ``sweeper.MAX_RESENDS``. Existing rows start at 0, never sent again.
+- ``stepwise_steps.job_sent_at``: a job-backed action's job is confirmed sent on its step;
+  until then the sweeper sends it again (a send that failed after commit was lost).
 - ``ix_stepwise_invocations_due_waits``: the waits not concluded, by due time, so that a
-  sweep no longer walks every long wait not yet due.
-
+  sweep no longer walks every long wait not yet due. (``complete_later`` requests need no
+  new column: they are invocations of kind "complete".)
 - ``stepwise_actions.timeout_seconds`` becomes a DOUBLE (seconds with their fraction): half
   a second was truncated to 0, which meant no timeout at all. The column is replaced rather
   than altered, the same way on SQLite and PostgreSQL: SQLite cannot change a column's
@@ -43,6 +45,13 @@ def upgrade() -> None:
             table, sa.Column("resend_count", sa.Integer(), server_default=sa.text("0"), nullable=False)
         )
         op.add_column(table, sa.Column("next_sweep_at", sa.DateTime(), nullable=True))
+    op.add_column("stepwise_steps", sa.Column("job_sent_at", sa.DateTime(), nullable=True))
+    # The jobs of steps already performed went out the old way: count them as sent, or the
+    # sweeper would send every one of them again.
+    op.execute(
+        "UPDATE stepwise_steps SET job_sent_at = performed_at WHERE performed_at IS NOT NULL "
+        "AND action_id IN (SELECT id FROM stepwise_actions WHERE job IS NOT NULL)"
+    )
     op.create_index(
         "ix_stepwise_invocations_due_waits",
         "stepwise_invocations",
@@ -55,6 +64,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_stepwise_invocations_due_waits", table_name="stepwise_invocations")
+    op.drop_column("stepwise_steps", "job_sent_at")
     for table in SWEPT:
         op.drop_column(table, "next_sweep_at")
         op.drop_column(table, "resend_count")
