@@ -98,9 +98,19 @@ def test_a_job_whose_send_failed_is_sent_again_by_the_sweeper(
     assert nothing_left_to_sweep()
 
 
-def test_a_job_whose_send_was_confirmed_is_not_sent_again_while_it_runs(session: Session, car: Car) -> None:
-    # Given a job-backed action whose job's message the broker took
-    action = engine.now(car, "haul", "garage")
+@pytest.mark.parametrize("where", ["now", "worker"])
+def test_a_job_whose_send_was_confirmed_is_not_sent_again_while_it_runs(
+    session: Session, car: Car, where: str
+) -> None:
+    # Given a job-backed action, performed here or by a worker, whose job's message the
+    # broker took
+    if where == "now":
+        action = engine.now(car, "haul", "garage")
+    else:
+        engine.later(car, "haul", "garage")
+        session.commit()
+        testing.drain(only=lambda queued: queued.job != "haul_job")
+        action = session.scalars(select(engine.Action)).one()
     assert len(testing.enqueued("haul_job")) == 1
 
     # When the job takes an hour, and the sweeper runs meanwhile
