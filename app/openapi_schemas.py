@@ -84,7 +84,7 @@ SCHEMAS: dict[str, Any] = {
                     "checksum_key": {"type": "string"},
                     "checksum": nullable("string"),
                     "current_step_index": {"type": "integer"},
-                    "timeout_seconds": nullable("integer"),
+                    "timeout_seconds": nullable("number", description="Seconds, with their fraction"),
                     "deadline_at": TIME,
                     "superseded_by_id": nullable("integer"),
                     "result": nullable("object", description="The payload it was completed with"),

@@ -20,10 +20,12 @@ from .errors import (
     ArgumentError,
     ConfigurationError,
     Deadlock,
+    DefinitionChanged,
     EngineError,
     InvalidTransition,
     NoPendingActions,
     NotAnActor,
+    Stalled,
     UnknownAction,
 )
 from .history import ActionEvent
@@ -84,5 +86,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "ArgumentError",
     "InvalidTransition",
     "Deadlock",
+    "DefinitionChanged",
+    "Stalled",
     "NoPendingActions",
 ]

@@ -82,7 +82,6 @@ class Action(Timestamps, Base):
     checksum_key: Mapped[str] = mapped_column(String(255))
     checksum: Mapped[str | None] = mapped_column(String(64))
     current_step_index: Mapped[int] = mapped_column(default=0)
-    timeout_seconds: Mapped[int | None]
     deadline_at: Mapped[datetime | None]
     performance_id: Mapped[int | None] = mapped_column(
         ForeignKey("stepwise_performances.id", ondelete="SET NULL")
@@ -97,6 +96,16 @@ class Action(Timestamps, Base):
     error_traceback: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime | None]
     completed_at: Mapped[datetime | None]
+
+    #: Seconds, with their fraction (half a second is a timeout, not none). Declared after
+    #: the timestamps, where migration 0002 put it when it replaced the integer column.
+    timeout_seconds: Mapped[float | None] = mapped_column(sort_order=1)
+    #: How often the sweeper sent its timeout again since it last made progress; after
+    #: ``sweeper.MAX_RESENDS`` re-sends it gives up and fails the work.
+    resend_count: Mapped[int] = mapped_column(default=0, server_default=text("0"), sort_order=1)
+    #: The sweeper leaves it alone until then, twice as long after each re-send (NULL:
+    #: until it is ``GRACE`` old past its deadline).
+    next_sweep_at: Mapped[datetime | None] = mapped_column(sort_order=1)
 
     steps: Mapped[list[Step]] = relationship(back_populates="action", order_by="Step.id", viewonly=True)
     parent_steps: Mapped[list[Step]] = relationship(

@@ -19,7 +19,7 @@ from . import achievement, arguments, clock, db, history, performance, registry,
 from .action import Action, error_class, error_data, write_status
 from .completion import conclude, perform
 from .config import handles, run_user_code
-from .definition import find_or_add
+from .definition import Definition, find_or_add
 from .errors import ActorNotFound, Deadlock, UnknownAction
 from .invocation import Invocation
 from .performance import Performance
@@ -27,8 +27,9 @@ from .step import Step, link, step_actions
 
 
 def admit_recording_errors(session: Session, invocation_id: int, actor: Any = None) -> Action | None:
-    """``admit`` in its own transaction; an unhandled error in user code (``before``, key
-    or checksum callables) propagates, and is stored on the invocation first (invariant 8)."""
+    """``admit`` in its own transaction; an unhandled error in user code (``before``, key,
+    checksum or timeout callables) propagates, and is stored on the invocation first
+    (invariant 8)."""
     try:
         return db.retrying(session, lambda: admit(session, invocation_id, actor=actor))
     except Exception as error:
@@ -101,26 +102,37 @@ def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | N
     )
     candidate.__dict__["_actor"] = actor
     candidate.__dict__["_arguments"] = args
-    tenancy = candidate.tenancy_key
-    # Keys are computed from the original arguments, before ``before`` may change them.
-    candidate.concurrency_key = definition.key(definition.concurrency_key, actor, args, tenancy)
-    candidate.checksum_key = definition.key(definition.checksum_key, actor, args, tenancy)
-    candidate.timeout_seconds = definition.timeout_seconds(actor, args)
-    if definition.before_hook is not None:
+    # Keys are computed from the original arguments, before ``before`` may change them. Like
+    # ``before``, the key, checksum and timeout callables are user code: a handled error in
+    # one fails the invocation instead of failing every delivery of its message.
+    failure = run_user_code(_compute_options, definition, candidate, actor, args)
+    if failure is None and definition.before_hook is not None:
         failure = run_user_code(definition.before_hook, actor, candidate, *args)
-        if failure is not None:
-            candidate.status = status.FAILED
-            candidate.record_error(failure)
-            return settle_unadmitted(session, invocation, candidate, "failed", error=failure)
+    if failure is None and candidate.status == status.PENDING:
+        candidate.store_arguments()
+        failure = run_user_code(_compute_checksum, definition, candidate, actor)
+    if failure is not None:
+        candidate.status = status.FAILED
+        candidate.record_error(failure)
+        return settle_unadmitted(session, invocation, candidate, "failed", error=failure)
     if candidate.status != status.PENDING:
         return settle_unadmitted(session, invocation, candidate, candidate.status)
-    candidate.store_arguments()
-    candidate.checksum = definition.checksum_value(actor, candidate.arguments)
 
     result = obtain_for(session, candidate, invocation, parent_action)
     if result is candidate and candidate.id is not None:
         _settle(session, invocation, "admitted", candidate)
     return result
+
+
+def _compute_options(definition: Definition, candidate: Action, actor: Any, args: list[Any]) -> None:
+    tenancy, key = candidate.tenancy_key, definition.key
+    candidate.concurrency_key = key(definition.concurrency_key, actor, args, tenancy, "concurrency_key")
+    candidate.checksum_key = key(definition.checksum_key, actor, args, tenancy, "checksum_key")
+    candidate.timeout_seconds = definition.timeout_seconds(actor, args)
+
+
+def _compute_checksum(definition: Definition, candidate: Action, actor: Any) -> None:
+    candidate.checksum = definition.checksum_value(actor, candidate.arguments)
 
 
 def _parent_action(session: Session, invocation: Invocation) -> Action | None:
@@ -157,6 +169,7 @@ def settle_unadmitted(
     candidate: Action,
     outcome: str,
     error: BaseException | None = None,
+    cause: str = history.WORKER,
 ) -> Action:
     """The invocation ends without becoming an action: record why, and conclude the
     parent step (successfully only when the candidate ended succeeded)."""
@@ -171,7 +184,7 @@ def settle_unadmitted(
     data: dict[str, Any] = {"name": candidate.name, "actor": f"{candidate.actor_type}/{candidate.actor_id}"}
     if error is not None:
         data.update(error_data(error))
-    history.record(session, parent, f"invocation_{outcome}", invocation_id=invocation.id, **data)
+    history.record(session, parent, f"invocation_{outcome}", cause=cause, invocation_id=invocation.id, **data)
     if invocation.parent_step_id is not None:
         conclude(session, invocation.parent_step_id, candidate.status == status.SUCCEEDED)
     return candidate

@@ -154,9 +154,22 @@ def take_after_commit(session: Session) -> list[Callable[[], Any]]:
     return session.info.pop(_AFTER_COMMIT, None) or []
 
 
-def enqueue(session: Session, job: str | Any, *args: Any, delay: timedelta | None = None) -> None:
-    """Send ``job(*args)`` after the session's transaction commits."""
-    after_commit(session, lambda: send(job, *args, delay=delay))
+def enqueue(
+    session: Session,
+    job: str | Any,
+    *args: Any,
+    delay: timedelta | None = None,
+    on_sent: Callable[[], Any] | None = None,
+) -> None:
+    """Send ``job(*args)`` after the session's transaction commits, then call ``on_sent``
+    (to record that the broker took the message) unless the send failed."""
+
+    def deliver() -> None:
+        send(job, *args, delay=delay)
+        if on_sent is not None:
+            on_sent()
+
+    after_commit(session, deliver)
 
 
 def send(job: str | Any, *args: Any, delay: timedelta | None = None) -> None:

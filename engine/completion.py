@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from . import achievement, broker, clock, history, performance, status
 from .action import Action, error_data, write_status
 from .config import run_user_code
-from .errors import InvalidTransition
+from .errors import ActorNotFound, InvalidTransition, UnknownAction
 from .invocation import Invocation
 from .performance import Performance, set_current
 from .step import Step, decrement, open_step
@@ -73,7 +73,13 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
         return
     if step.status == status.STEP_FAILED:
         forward(session, lane, action, status.FAILED, unperformed_steps=False)
-    elif len(action.definition.all_steps()) > action.current_step_index + 1:
+        return
+    try:
+        steps = len(action.definition.all_steps())
+    except (ActorNotFound, UnknownAction) as gone:  # a deploy removed the action meanwhile
+        forward(session, lane, action, status.FAILED, error=gone, unperformed_steps=False)
+        return
+    if steps > action.current_step_index + 1:
         action.current_step_index += 1
         action.store_arguments()
         open_step(session, action)
@@ -84,9 +90,15 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
 
 
 def run_callbacks(session: Session, action: Action, completed_status: str) -> None:
-    definition = action.definition
-    for callback in definition.callbacks_for(completed_status):
-        error = run_user_code(callback, action.actor, action, *action.arguments)
+    try:
+        callbacks = action.definition.callbacks_for(completed_status)
+        actor = action.actor if callbacks else None
+    except (ActorNotFound, UnknownAction) as gone:
+        # Removed by a deploy (or its actor deleted): what is gone cannot be called back.
+        history.record(session, action, "callbacks_skipped", status=completed_status, **error_data(gone))
+        return
+    for callback in callbacks:
+        error = run_user_code(callback, actor, action, *action.arguments)
         if error is None:
             action.after_callbacks_succeeded_count = (action.after_callbacks_succeeded_count or 0) + 1
         else:

@@ -10,6 +10,7 @@ import copy
 import inspect
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, overload
 
 from . import broker, registry, status
@@ -17,6 +18,7 @@ from .achievement import checksum as checksum_of
 from .errors import ArgumentError, UnknownAction
 from .retry import RetryPolicy
 from .retry import policy as retry_policy
+from .step import job_sent
 
 if TYPE_CHECKING:
     from .action import Action
@@ -27,6 +29,8 @@ Hook = Callable[..., Any]
 #: called as a method with the action's arguments: ``fn(actor, *arguments)``.
 KeyOption = str | Sequence[str] | property | Callable[..., Any] | None
 TimeoutOption = timedelta | int | float | str | Callable[..., Any] | None
+#: The longest concurrency or checksum key the key columns hold.
+KEY_LENGTH = 255
 
 
 def takes_step(fn: Callable[..., Any]) -> bool:
@@ -140,7 +144,8 @@ class Definition:
 
     def default_step(self, actor: Any, step: Any, *arguments: Any) -> None:
         if self.job is not None:
-            broker.enqueue(step.session, self.job, step.action.id)
+            # Confirmed once the broker took it: until then the sweeper sends it again.
+            broker.enqueue(step.session, self.job, step.action.id, on_sent=partial(job_sent, step.step.id))
             return
         method = self.method
         if method is not None:
@@ -162,20 +167,32 @@ class Definition:
     def tenancy_key(self, action: Action) -> str:
         return f"{action.actor_type}/{action.actor_id}/{self.name}"
 
-    def key(self, option: KeyOption, actor: Any, arguments: Sequence[Any], default: str) -> str:
+    def key(
+        self, option: KeyOption, actor: Any, arguments: Sequence[Any], default: str, what: str = "key"
+    ) -> str:
+        """The ``what`` key (``concurrency_key`` or ``checksum_key``) for these arguments;
+        ``ArgumentError`` when it is longer than ``KEY_LENGTH``."""
         value = option if isinstance(option, (str, list, tuple)) else call(option, actor, arguments)
         if value is None or value is False or value == "" or value == [] or value == ():
-            return default
-        if isinstance(value, (list, tuple)):
-            return "/".join(str(v) for v in value) or default
-        return str(value)
+            key = default
+        elif isinstance(value, (list, tuple)):
+            key = "/".join(str(v) for v in value) or default
+        else:
+            key = str(value)
+        if len(key) > KEY_LENGTH:
+            raise ArgumentError(
+                f"the {what} of {self.actor_class.__name__}.{self.name} is {len(key)} characters "
+                f"long, more than the {KEY_LENGTH} a key may have: {key[:40]!r}… Build it from "
+                f"shorter parts, or use engine.checksum() of the long part"
+            )
+        return key
 
     def checksum_value(self, actor: Any, arguments: Sequence[Any]) -> str | None:
         if self.checksum is None:
             return None
         return checksum_of(call(self.checksum, actor, arguments))
 
-    def timeout_seconds(self, actor: Any, arguments: Sequence[Any]) -> int | None:
+    def timeout_seconds(self, actor: Any, arguments: Sequence[Any]) -> float | None:
         option = self.timeout
         if option is None:
             return None
@@ -185,8 +202,8 @@ class Definition:
         if value is None:
             return None
         if isinstance(value, timedelta):
-            return int(value.total_seconds())
-        return int(value)
+            return value.total_seconds()
+        return float(value)
 
 
 def call(option: Any, actor: Any, arguments: Sequence[Any]) -> Any:

@@ -50,5 +50,16 @@ class Deadlock(EngineError):
     """
 
 
+class DefinitionChanged(EngineError):
+    """Raised when an action in flight is at a step its definition no longer has: a deploy
+    removed it. The action fails with this error; its history keeps the steps it ran."""
+
+
+class Stalled(EngineError):
+    """Raised when the sweeper gives up on work it sent again ``sweeper.MAX_RESENDS`` times
+    without progress. The work fails with it (stored on the action, or on the invocation
+    that was never admitted); the message names the row, its last error and what to do."""
+
+
 class NoPendingActions(EngineError):
     """Raised when a step is told a child concluded but it waits on nothing."""

@@ -1,4 +1,5 @@
-"""Invocations: the durable record of a request to run an action (and of a step's waits).
+"""Invocations: the durable record of a request to run an action (and of a step's waits,
+and of ``complete_later``'s requests to complete one).
 
 ``invoke`` inserts one in the caller's transaction and rings the broker after commit;
 admission (engine/admission.py) consumes it exactly once. An invocation that is skipped, cancelled by its
@@ -40,6 +41,14 @@ class Invocation(Base):
             sqlite_where=text("concluded_at IS NULL"),
             postgresql_where=text("concluded_at IS NULL"),
         ),
+        # The sweeper's waits: those not concluded, by due time (a long wait not yet due
+        # costs it nothing).
+        Index(
+            "ix_stepwise_invocations_due_waits",
+            "due_at",
+            sqlite_where=text("kind = 'wait' AND concluded_at IS NULL"),
+            postgresql_where=text("kind = 'wait' AND concluded_at IS NULL"),
+        ),
         # Metrics: the invocation an action was admitted from (queue latency), concluded or not.
         Index("ix_stepwise_invocations_action", "action_id"),
         Index("ix_stepwise_invocations_parent_step", "parent_step_id"),
@@ -55,7 +64,8 @@ class Invocation(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    #: "action", or "wait" for ``step.wait``.
+    #: "action", "wait" for ``step.wait``, or "complete" for ``complete_later`` (its
+    #: ``arguments`` hold the status, ``action_id`` the action it completes, if known).
     kind: Mapped[str] = mapped_column(String(10), default="action")
     actor_type: Mapped[str] = mapped_column(String(255))
     actor_id: Mapped[str] = mapped_column(String(255))
@@ -64,7 +74,8 @@ class Invocation(Base):
     parent_step_id: Mapped[int | None] = mapped_column(ForeignKey("stepwise_steps.id"))
     #: The action this invocation waits on: admitted, attached to, or taken over by.
     action_id: Mapped[int | None] = mapped_column(ForeignKey("stepwise_actions.id"))
-    #: admitted, attached, skipped, cancelled, succeeded, failed or deadlocked.
+    #: admitted, attached, skipped, cancelled, succeeded, failed or deadlocked (a wait:
+    #: waited; a completion request: completed, already_completed or not_found).
     outcome: Mapped[str | None] = mapped_column(String(20))
     error_class: Mapped[str | None] = mapped_column(String(255))
     error_message: Mapped[str | None] = mapped_column(String(2000))
@@ -77,6 +88,12 @@ class Invocation(Base):
     succeeded: Mapped[bool | None]
     #: The achievement's key, when an achievement skipped this invocation (else NULL).
     checksum_key: Mapped[str | None] = mapped_column(String(255))
+    #: How often the sweeper sent its admission (or its wait) again since it last made progress; after
+    #: ``sweeper.MAX_RESENDS`` re-sends it gives up and fails the work.
+    resend_count: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    #: The sweeper leaves it alone until then, twice as long after each re-send (NULL:
+    #: until it is ``GRACE`` old or, for a wait, past its due time).
+    next_sweep_at: Mapped[datetime | None]
 
     def __repr__(self) -> str:
         return (

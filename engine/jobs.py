@@ -22,6 +22,7 @@ from .completion import complete_action, conclude
 from .invocation import Invocation
 from .outbound import complete as complete_outbound
 from .outbound import complete_action as complete_outbound_action
+from .outbound import complete_requested
 from .step_body import resume, run_steps
 
 broker.setup()
@@ -103,10 +104,19 @@ def wait_over(invocation_id: int) -> None:
 
 @dramatiq.actor(actor_name=broker.COMPLETE, **OPTIONS)
 def complete(
-    actor_type: str, actor_id: str, name: str, to: str = status.SUCCEEDED, action_id: int | None = None
+    actor_type: str,
+    actor_id: str,
+    name: str,
+    to: str = status.SUCCEEDED,
+    action_id: int | None = None,
+    request_id: int | None = None,
 ) -> None:
-    """Complete the outbound action ``complete_later`` meant (by id when it was known),
-    else the one current for this actor and name."""
+    """Carry out the ``complete_later`` request ``request_id``: complete the outbound action
+    it meant (by id when it was known), else the one current for this actor and name.
+    (Messages sent before requests were recorded carry no ``request_id``.)"""
+    if request_id is not None:
+        complete_requested(request_id)
+        return
     if action_id is not None:
         complete_outbound_action(action_id, to)
         return

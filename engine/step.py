@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
-from . import broker, clock, history, status
+from . import broker, clock, db, history, status
 from .db import Base, Id, Timestamps
 from .errors import NoPendingActions
 
@@ -77,6 +77,17 @@ class Step(Timestamps, Base):
     #: When the step's body ran and its children were recorded (NULL: not yet run).
     performed_at: Mapped[datetime | None]
     completed_at: Mapped[datetime | None]
+    # Declared after the timestamps, where migration 0002 added them.
+    #: How often the sweeper sent its body (or its job) again since it last made progress; after
+    #: ``sweeper.MAX_RESENDS`` re-sends it gives up and fails the work.
+    resend_count: Mapped[int] = mapped_column(default=0, server_default=text("0"), sort_order=1)
+    #: The sweeper leaves it alone until then, twice as long after each re-send (NULL:
+    #: until it is ``GRACE`` old).
+    next_sweep_at: Mapped[datetime | None] = mapped_column(sort_order=1)
+    #: When the broker took the message of the action's job (job-backed actions, on the
+    #: step that sent it); NULL while the send is not confirmed, and the sweeper sends the
+    #: job again.
+    job_sent_at: Mapped[datetime | None] = mapped_column(sort_order=1)
 
     action: Mapped[Action] = relationship(back_populates="steps", viewonly=True)
     actions: Mapped[list[Action]] = relationship(
@@ -137,6 +148,18 @@ def decrement(session: Session, step_id: int, count: int, failed: int) -> int:
     if row is None:
         raise NoPendingActions(f"step {step_id} waits on fewer than {count} children")
     return int(row[0])
+
+
+def job_sent(step_id: int) -> None:
+    """Record, in a transaction of its own, that the broker took the job this step sent
+    (called after the step's transaction committed, once the send succeeded)."""
+    with db.transaction() as session:
+        session.execute(
+            update(Step)
+            .where(Step.id == step_id, Step.job_sent_at.is_(None))
+            .values(job_sent_at=clock.now())
+            .execution_options(synchronize_session=False)
+        )
 
 
 def link(session: Session, step_id: int, action_id: int) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -22,8 +22,12 @@ from . import admission, broker, clock, db, group_commit, history, status
 from .action import Action, error_data
 from .completion import complete_step
 from .config import run_user_code
+from .errors import ActorNotFound, DefinitionChanged, UnknownAction
 from .step import Step
 from .step_context import StepContext
+
+if TYPE_CHECKING:
+    from .definition import StepFn
 
 
 def dispatch_ready(session: Session) -> None:
@@ -157,6 +161,8 @@ class Outcome:
     wrote: bool
     #: Messages the body asked for after commit (a job-backed action's job).
     after_commit: list[Callable[[], Any]] = field(default_factory=list)
+    #: False when no attempt can succeed (the definition or the actor is gone): not retried.
+    retryable: bool = True
 
 
 def _lease(skip_locked: bool) -> Any:
@@ -192,9 +198,15 @@ def perform(session: Session, step_id: int) -> Outcome | None:
         broker.enqueue(session, broker.PERFORM_STEP, step.id, delay=step.retry_at - clock.now())
         return None
     context = StepContext(session, step, action)
+    try:
+        body, actor = step_function(action, step), action.actor
+    except (ActorNotFound, DefinitionChanged, UnknownAction) as gone:
+        # A deploy removed the action or this step, or the actor is gone: no attempt can
+        # succeed, so the step fails now rather than on every delivery.
+        arguments_json = action.arguments_json
+        return Outcome(step.attempt, context, gone, arguments_json, wrote=False, retryable=False)
     writes = db.writes(session)
-    body = action.definition.all_steps()[step.definition_index]
-    error = run_user_code(body, action.actor, context, *list(action.arguments))
+    error = run_user_code(body, actor, context, *list(action.arguments))
     wrote = False
     if error is None:
         try:
@@ -211,6 +223,19 @@ def perform(session: Session, step_id: int) -> Outcome | None:
         wrote=wrote and error is None,
         after_commit=broker.take_after_commit(session) if error is None else [],
     )
+
+
+def step_function(action: Action, step: Step) -> StepFn:
+    """The function of the step ``step`` is an execution of; ``DefinitionChanged`` when the
+    definition no longer has it."""
+    steps = action.definition.all_steps()
+    if step.definition_index >= len(steps):
+        raise DefinitionChanged(
+            f"action {action.id} ({action.name} on {action.actor_type}/{action.actor_id}) is at "
+            f"step {step.definition_index + 1}, but its definition now has {len(steps)}: a deploy "
+            f"removed the step. Deploy it again and retry the action, or leave it failed"
+        )
+    return steps[step.definition_index]
 
 
 def _arguments_json(action: Action) -> list[Any]:
@@ -244,7 +269,7 @@ def conclude_body(session: Session, step_id: int, outcome: Outcome, *, leased: b
     error = outcome.error
     for callback in outcome.after_commit:
         broker.after_commit(session, callback)
-    if error is not None and action.definition.retry.retries(error, step.attempt):
+    if error is not None and outcome.retryable and action.definition.retry.retries(error, step.attempt):
         return schedule_retry(session, step, action, error)
     if error is None:
         context.rebind(session, step, action)
@@ -289,6 +314,7 @@ def schedule_retry(session: Session, step: Step, action: Action, error: BaseExce
         **error_data(error),
     )
     step.attempt += 1
+    step.resend_count, step.next_sweep_at = 0, None  # progress: the sweeper counts afresh
     broker.enqueue(session, broker.PERFORM_STEP, step.id, delay=interval)
 
 

@@ -35,6 +35,7 @@ STEPWISE = Path(sys.executable).with_name("stepwise")
 
 PARTIAL_INDEXES = {
     "uq_stepwise_actions_one_performing_per_lane",
+    "ix_stepwise_invocations_due_waits",
     "ix_stepwise_invocations_skipped",
     "ix_stepwise_invocations_unsettled",
     "ix_stepwise_invocations_waiting",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -122,3 +123,36 @@ def test_a_nested_timeout_fails_the_parent_step_and_parent_action(
     assert parent.completed_at == T + timedelta(seconds=6)
     (step,) = parent.steps
     assert step.status == "failed"
+
+
+@pytest.mark.parametrize("timeout", [timedelta(milliseconds=500), 0.5], ids=["timedelta", "seconds"])
+def test_a_timeout_under_one_second_times_the_action_out(
+    session: Session, car: Car, timeout: timedelta | float
+) -> None:
+    """Not a spec case (issue 9): a timeout keeps its fraction of a second. Truncated to
+    whole seconds, half a second became 0, which means no timeout at all."""
+    # Given change_location is outbound with a half-second timeout
+    engine.define(Car, "change_location", outbound=True, timeout=timeout)
+    testing.freeze(T)
+
+    # When it is performed
+    action = engine.now(car, "change_location", "Copenhagen")
+
+    # Then its timeout is stored as half a second, and due half a second after it started
+    session.refresh(action)
+    assert action.timeout == timedelta(milliseconds=500)
+    [queued] = testing.enqueued("stepwise.timeout")
+    assert queued.due == T + timedelta(milliseconds=500)
+
+    # When the timeout is performed early, it changes nothing
+    testing.travel(timedelta(milliseconds=400))
+    testing.drain(only=is_timeout)
+    session.refresh(action)
+    assert action.status == "performing"
+
+    # When it is performed after the half second, the action timed out
+    testing.travel(timedelta(milliseconds=200))
+    assert testing.drain(only=is_timeout) == 1
+    session.refresh(action)
+    assert action.status == "timed_out"
+    assert action.completed_at == T + timedelta(milliseconds=600)

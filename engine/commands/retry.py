@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from .. import audit, broker, history, status
@@ -41,7 +41,7 @@ def retry(
             result = CommandResult(False, "not_retryable", action_id)
         else:
             if timeout is not None:
-                action.timeout_seconds = int(timeout.total_seconds())
+                action.timeout_seconds = timeout.total_seconds()
             reopen_down(s, action, cause=cause, by=by)
             reopen(s, action, cause=cause, by=by, reason=reason)
             reopen_up(s, action, cause=cause, by=by)
@@ -95,6 +95,7 @@ def reopen_down(session: Session, action: Action, *, cause: str, by: str | None)
             invocation.settled_at = None
             invocation.outcome = None
             invocation.error_class = invocation.error_message = None
+            invocation.resend_count, invocation.next_sweep_at = 0, None
             broker.enqueue(session, broker.ADMIT, invocation.id)
         elif child.status in status.RETRYABLE:
             reopen_down(session, child, cause=cause, by=by)
@@ -111,7 +112,8 @@ def reopen(session: Session, action: Action, *, cause: str, by: str | None, reas
     """Back to pending in its lane; it performs at once if the lane is free."""
     session.flush()
     # The new run's after-callbacks are counted afresh: a callback that failed last time
-    # must not make this run unsuccessful.
+    # must not make this run unsuccessful. So are the sweeper's re-sends, which it may have
+    # given up on.
     write_status(
         session,
         action,
@@ -119,6 +121,11 @@ def reopen(session: Session, action: Action, *, cause: str, by: str | None, reas
         completed_at=None,
         after_callbacks_succeeded_count=None,
         after_callbacks_failed_count=None,
+        resend_count=0,
+        next_sweep_at=None,
+    )
+    session.execute(
+        update(Step).where(Step.action_id == action.id).values(resend_count=0, next_sweep_at=None)
     )
     history.record(session, action, "retried", cause=cause, by=by, reason=reason)
     lane = lock(session, action.concurrency_key)
