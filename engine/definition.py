@@ -75,6 +75,16 @@ class Definition:
     def __repr__(self) -> str:
         return f"<Definition {self.actor_class.__name__}.{self.name}>"
 
+    def copy_for(self, actor_class: type) -> Definition:
+        """This definition, for a subclass to change: its lists of steps, prepended steps
+        and callbacks are its own, so adding to them leaves this one alone."""
+        mine = copy.copy(self)
+        mine.actor_class = actor_class
+        mine.steps = list(self.steps)
+        mine.prepended = list(self.prepended)
+        mine.callbacks = list(self.callbacks)
+        return mine
+
     # --- declaring --------------------------------------------------------------------
 
     def body(self, fn: Callable[..., Any]) -> Definition:
@@ -245,11 +255,7 @@ def own(cls: type, name: str) -> Definition:
         return registry.add(Definition(cls, name))
     if found.actor_class is cls:
         return found
-    mine = copy.copy(found)
-    mine.actor_class = cls
-    mine.steps = list(found.steps)
-    mine.callbacks = list(found.callbacks)
-    return registry.add(mine)
+    return registry.add(found.copy_for(cls))
 
 
 def definition(actor_class: type, name: str) -> Definition:

@@ -156,3 +156,56 @@ def test_adding_after_callbacks_to_a_child_does_not_modify_the_parents_action() 
     assert callback_functions(definition)[0] is AFTER_CALLBACK
     assert callback_functions(definition)[1] is one
     assert callback_functions(definition)[2] is two
+
+
+def test_prepending_a_step_to_a_child_does_not_modify_the_parents_action() -> None:
+    """Issue 9: the copy made for the child carries the parent's prepended steps in a list
+    of its own, so a step prepended to the child's copy is the child's alone."""
+
+    def parents_first(car: Any, step: engine.StepContext) -> None:
+        pass
+
+    def childs_first(car: Any, step: engine.StepContext) -> None:
+        pass
+
+    # Given Car's drive with a prepended step of its own
+    engine.definition(Car, "drive").prepend_step(parents_first)
+
+    # When FlyingCar prepends a step to the drive it inherits
+    engine.definition(FlyingCar, "drive").prepend_step(childs_first)
+
+    # Then Car's drive runs as before
+    parent_definition = registry.find(Car, "drive")
+    assert parent_definition is not None
+    assert parent_definition.all_steps() == [parents_first, STEP_ONE, STEP_TWO]
+
+    # And FlyingCar's runs its own prepended step, then the parent's, then the declared ones
+    definition = registry.find(FlyingCar, "drive")
+    assert definition is not None and definition is not parent_definition
+    assert definition.all_steps() == [childs_first, parents_first, STEP_ONE, STEP_TWO]
+
+
+def test_prepending_a_step_through_a_childs_inherited_action_leaves_the_parents_alone() -> None:
+    """Issue 9: ``Child.action.prepend_step`` on an action declared with ``@action`` in the
+    parent's class body copies the definition for the child first, prepended steps too."""
+
+    class Truck:
+        @engine.action
+        def haul(self, step: engine.StepContext) -> None:
+            pass
+
+    class TowTruck(Truck):
+        pass
+
+    def hook_up(truck: Any, step: engine.StepContext) -> None:
+        pass
+
+    # When the subclass prepends a step to the action it inherits
+    TowTruck.haul.prepend_step(hook_up)
+
+    # Then only the subclass runs it
+    parent_definition = registry.find(Truck, "haul")
+    child_definition = registry.find(TowTruck, "haul")
+    assert parent_definition is not None and child_definition is not None
+    assert [fn.__name__ for fn in parent_definition.all_steps()] == ["haul"]
+    assert [fn.__name__ for fn in child_definition.all_steps()] == ["hook_up", "haul"]
