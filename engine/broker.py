@@ -20,7 +20,7 @@ from dramatiq.brokers.stub import StubBroker
 from sqlalchemy import event
 from sqlalchemy.orm import Session, SessionTransaction
 
-from . import clock, config
+from . import clock, config, db
 
 log = logging.getLogger("stepwise")
 
@@ -35,6 +35,7 @@ WAIT_OVER = "stepwise.wait_over"
 COMPLETE = "stepwise.complete"
 
 _AFTER_COMMIT = "stepwise.after_commit"
+db.COMMIT_BUFFERS.add(_AFTER_COMMIT)
 _READY = "stepwise.ready_steps"
 _ADMISSIONS = "stepwise.ready_admissions"
 _sequence = itertools.count()
@@ -191,6 +192,8 @@ def send(job: str | Any, *args: Any, delay: timedelta | None = None) -> None:
 
 @event.listens_for(Session, "after_commit")
 def _send_after_commit(session: Session) -> None:
+    if db.in_savepoint(session):
+        return  # a SAVEPOINT released: the transaction has not committed yet
     callbacks = session.info.pop(_AFTER_COMMIT, None)
     for callback in callbacks or ():
         run_callback(callback)

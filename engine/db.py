@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from sqlalchemy import BigInteger, Integer, MetaData, create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, SessionTransaction, mapped_column, sessionmaker
 
 from . import clock
 
@@ -173,10 +173,14 @@ def begin_immediate(dbapi_connection: Any) -> None:
 
 def lock_for_write(s: Session) -> None:
     """On SQLite, take the write lock now, so the reads that decide a transition and its
-    writes see one state. (PostgreSQL uses row locks instead.)"""
+    writes see one state. (PostgreSQL uses row locks instead.) A busy database raises
+    SQLAlchemy's ``OperationalError``, which ``retrying`` knows how to retry."""
     connection = s.connection()
     if connection.dialect.name == "sqlite":
-        begin_immediate(connection.connection.dbapi_connection)
+        try:
+            begin_immediate(connection.connection.dbapi_connection)
+        except connection.dialect.loaded_dbapi.OperationalError as error:
+            raise OperationalError("BEGIN IMMEDIATE", None, error) from error
 
 
 def get_engine() -> Engine:
@@ -226,15 +230,23 @@ def is_retryable(error: BaseException) -> bool:
     return isinstance(error, OperationalError) and "database is locked" in str(error)
 
 
-def retrying(s: Session, work: Callable[[], T], attempts: int = 5, *, lock: bool = True) -> T:
+def retrying(
+    s: Session, work: Callable[[], T], attempts: int = 5, *, lock: bool = True, callers_session: bool = False
+) -> T:
     """Run ``work`` in ``s`` and commit, again from the start when the database reports a
-    deadlock or a serialization failure (PostgreSQL picks a victim), or the connection was
-    lost before the commit (PostgreSQL restarted): it is safe to retry because nothing was
-    committed. A connection lost during the commit is not retried: the commit may have
-    happened, and the caller (a job's message, redelivered) finds out from the database.
+    deadlock or a serialization failure (PostgreSQL picks a victim), a busy SQLite file, or
+    the connection was lost before the commit (PostgreSQL restarted): it is safe to retry
+    because nothing was committed. A connection lost during the commit is not retried: the
+    commit may have happened, and the caller (a job's message, redelivered) finds out from
+    the database.
 
     On SQLite the write lock is taken first (``lock_for_write``), unless ``lock`` is False:
-    a step body that may only read takes it at its first write, if it writes at all."""
+    a step body that may only read takes it at its first write, if it writes at all.
+
+    ``callers_session=True`` says ``s`` belongs to the caller, who may have changed things
+    in it before calling the engine: see ``_retrying_in_savepoint``."""
+    if callers_session and (s.in_transaction() or s.new or s.dirty or s.deleted):
+        return _retrying_in_savepoint(s, work, attempts)
     return _attempt(lambda: s, lambda _session: work(), attempts, fresh=False, lock=lock)
 
 
@@ -267,3 +279,76 @@ def _attempt(
                 s.close()
         time.sleep(0.01 * attempt)
     raise AssertionError("unreachable")
+
+
+def _retrying_in_savepoint(s: Session, work: Callable[[], T], attempts: int) -> T:
+    """``retrying`` in a session holding the caller's changes, which are never lost: they
+    are flushed first, ``work`` runs in a SAVEPOINT, and only the SAVEPOINT is rolled back
+    and run again; then the whole transaction commits, the caller's changes with it. An
+    error that is not retried undoes the SAVEPOINT alone and propagates, leaving the
+    caller's changes pending in ``s``, theirs to commit or roll back. (A lost connection or a
+    failed COMMIT took them with it: that propagates too, never retried.)"""
+    for attempt in range(1, attempts + 1):
+        try:
+            lock_for_write(s)  # on SQLite, may find the file busy: nothing is undone then
+        except Exception as error:
+            if attempt == attempts or not is_retryable(error):
+                raise
+            time.sleep(0.01 * attempt)
+            continue
+        savepoint = s.begin_nested()  # flushes the caller's changes: their errors are theirs
+        try:
+            result = work()
+            savepoint.commit()
+        except Exception as error:
+            if isinstance(error, DBAPIError) and error.connection_invalidated:
+                raise
+            savepoint.rollback()
+            if attempt == attempts or not is_retryable(error):
+                raise
+            time.sleep(0.01 * attempt)
+            continue
+        s.commit()
+        return result
+    raise AssertionError("unreachable")
+
+
+# --- what a transaction keeps for its commit ---------------------------------------------
+
+#: ``session.info`` keys of the lists a transaction fills for its commit: history events,
+#: after-commit callbacks (broker messages). Each module that keeps one adds its key here.
+COMMIT_BUFFERS: set[str] = set()
+_SAVEPOINT_MARKS = "stepwise.savepoint_marks"
+
+
+@event.listens_for(Session, "after_transaction_create")
+def _mark_savepoint(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.nested:
+        marks = session.info.setdefault(_SAVEPOINT_MARKS, {})
+        marks[transaction] = {key: len(session.info.get(key) or ()) for key in COMMIT_BUFFERS}
+
+
+@event.listens_for(Session, "after_rollback")
+def _cut_back_to_savepoint(session: Session) -> None:
+    """A SAVEPOINT rolled back: what was kept for the commit since it began goes with it
+    (a retried attempt must not leave its events or messages behind). The root rollback
+    is each buffer's own business: it drops them whole."""
+    savepoint = session.get_nested_transaction()
+    mark = session.info.get(_SAVEPOINT_MARKS, {}).get(savepoint) if savepoint is not None else None
+    for key, length in (mark or {}).items():
+        kept = session.info.get(key)
+        if kept is not None:
+            del kept[length:]
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _unmark_savepoint(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.nested:
+        session.info.get(_SAVEPOINT_MARKS, {}).pop(transaction, None)
+
+
+def in_savepoint(session: Session) -> bool:
+    """Whether the transaction now committing is a SAVEPOINT being released (SQLAlchemy
+    sends ``before_commit`` and ``after_commit`` for those too): what waits for the commit
+    waits for the root's."""
+    return session.in_nested_transaction()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import JSON, BigInteger, Index, String, Table, event, insert
 from sqlalchemy.orm import Mapped, Session, SessionTransaction, mapped_column
 
-from . import clock
+from . import clock, db
 from .db import Base, Id
 
 if TYPE_CHECKING:
@@ -116,6 +116,7 @@ def _level(event: str, data: dict[str, Any]) -> int:
 
 
 _PENDING = "stepwise.history"
+db.COMMIT_BUFFERS.add(_PENDING)
 EVENTS = cast(Table, ActionEvent.__table__)
 
 
@@ -128,7 +129,8 @@ def write_pending(session: Session) -> None:
 
 @event.listens_for(Session, "before_commit")
 def _write_before_commit(session: Session) -> None:
-    write_pending(session)
+    if not db.in_savepoint(session):  # written once, at the root's commit
+        write_pending(session)
 
 
 @event.listens_for(Session, "after_transaction_end")

@@ -45,8 +45,10 @@ def now(actor: Any, name: str, *args: Any) -> Action:
 
     session, own = session_for(actor)
     try:
-        invocation = invoke(session, actor, name, args, enqueue=False)
-        session.commit()
+        # The caller's changes are committed with the invocation, never lost to a retry.
+        invocation = db.retrying(
+            session, lambda: invoke(session, actor, name, args, enqueue=False), callers_session=not own
+        )
         action = admit_recording_errors(session, invocation.id, actor)
         run_ready(session)
         assert action is not None

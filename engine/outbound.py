@@ -42,7 +42,7 @@ def complete(
         return _complete_current(session, actor_type, actor_id, name, to, cause=cause, by=by, note=note)
 
     try:
-        return _run(session, work)
+        return _run(session, work, callers_session=not own)
     finally:
         if own:
             session.close()
@@ -93,7 +93,7 @@ def complete_action(
         return complete_in_lane(session, found, to, cause=cause, by=by, note=note)
 
     try:
-        return _run(session, work)
+        return _run(session, work, callers_session=not own)
     finally:
         if own:
             session.close()
@@ -160,10 +160,10 @@ def complete_requested(request_id: int) -> Completion:
             request.settled_at, request.outcome = clock.now(), completion.reason
             return completion
 
-        return _run(session, work)
+        return _run(session, work, callers_session=False)
 
 
-def _run(session: Session, work: Any) -> Completion:
-    result: Completion = db.retrying(session, work)
+def _run(session: Session, work: Any, *, callers_session: bool) -> Completion:
+    result: Completion = db.retrying(session, work, callers_session=callers_session)
     run_ready(session)
     return result

@@ -138,17 +138,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "postgresql_only: runs on the PostgreSQL backend only (row locks, real concurrency)"
     )
+    config.addinivalue_line("markers", "sqlite_only: runs on the SQLite backend only (its single writer)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the SQLite variant of PostgreSQL-only tests: they are not skipped, they do
-    not exist there (a skip under CI would count as a failure)."""
+    """Deselect the SQLite variant of PostgreSQL-only tests, and the PostgreSQL variant of
+    SQLite-only ones: they are not skipped, they do not exist there (a skip under CI would
+    count as a failure)."""
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
         callspec = getattr(item, "callspec", None)
-        on_sqlite = callspec is not None and callspec.params.get("backend") == "sqlite"
-        (drop if on_sqlite and item.get_closest_marker("postgresql_only") else keep).append(item)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        elsewhere = (backend == "sqlite" and item.get_closest_marker("postgresql_only")) or (
+            backend == "postgresql" and item.get_closest_marker("sqlite_only")
+        )
+        (drop if elsewhere else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -26,11 +26,12 @@ class CommandResult:
 
 def run(session: Session | None, work: Callable[[Session], CommandResult]) -> CommandResult:
     """Run ``work`` in one transaction (retried on deadlock), then send the step bodies it
-    made ready to the workers."""
+    made ready to the workers. In the caller's ``session``, their changes are committed
+    with the command's, and never lost to a retry (``db.retrying``)."""
     own = session is None
     s = session if session is not None else db.session()
     try:
-        result = db.retrying(s, lambda: work(s))
+        result = db.retrying(s, lambda: work(s), callers_session=not own)
         dispatch_ready(s)
         return result
     finally:
