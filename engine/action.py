@@ -20,6 +20,7 @@ from sqlalchemy import (
     Text,
     Update,
     bindparam,
+    event,
     select,
     text,
     update,
@@ -164,6 +165,18 @@ class Action(Timestamps, Base):
         self.__dict__["_arguments"] = list(values)
         self.arguments_json = arguments.dump(list(values))
 
+    def read_afresh(self) -> Any:
+        """Forget the actor and arguments loaded so far and load the actor row again, as
+        the database holds it now (a session's rows do not expire on commit, so an earlier
+        transaction's copy may be stale). Returns the actor. Step bodies start here."""
+        session = object_session(self)
+        if session is None:
+            raise InvalidTransition(f"action {self.id} is not attached to a session")
+        self.__dict__.pop("_arguments", None)
+        actor = registry.load_actor(session, self.actor_type, self.actor_id, fresh=True)
+        self.__dict__["_actor"] = actor
+        return actor
+
     def store_arguments(self) -> None:
         """Persist in-place changes that step code made to ``arguments``."""
         cached = self.__dict__.get("_arguments")
@@ -214,6 +227,18 @@ class Action(Timestamps, Base):
         self.error_class = error_class(error)
         self.error_message = str(error)
         self.error_traceback = "".join(traceback.format_exception(error))
+
+
+@event.listens_for(Action, "expire")
+def _forget_loaded(action: Action | None, attributes: Any) -> None:
+    """The row expired (a rollback, ``expire``, ``refresh``): what was loaded from it goes
+    too, so a retried attempt never sees, or persists, what a rolled-back one changed."""
+    if action is None:
+        return  # garbage-collected already, and its caches with it
+    if attributes is None or "arguments_json" in attributes:
+        action.__dict__.pop("_arguments", None)
+    if attributes is None:
+        action.__dict__.pop("_actor", None)
 
 
 def write_status(session: Session, action: Action, to: str, **values: Any) -> bool:

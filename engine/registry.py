@@ -117,7 +117,9 @@ def actor_class(actor_type: str) -> type:
     return cls
 
 
-def load_actor(session: Session, actor_type: str, actor_id: str) -> object:
+def load_actor(session: Session, actor_type: str, actor_id: str, *, fresh: bool = False) -> object:
+    """The actor a stored reference names: a service object, or the row in ``session``
+    (read again from the database when ``fresh``, else the copy the session may hold)."""
     service = _services.get((actor_type, actor_id))
     if service is not None:
         return service
@@ -128,7 +130,7 @@ def load_actor(session: Session, actor_type: str, actor_id: str) -> object:
         key: Any = column.type.python_type(actor_id)
     except (NotImplementedError, ValueError, TypeError):
         key = actor_id
-    row = session.get(cls, key)
+    row = session.get(cls, key, populate_existing=fresh)
     if row is None:
         raise ActorNotFound(f"{actor_type}/{actor_id} no longer exists")
     return row

@@ -199,7 +199,7 @@ def perform(session: Session, step_id: int) -> Outcome | None:
         return None
     context = StepContext(session, step, action)
     try:
-        body, actor = step_function(action, step), action.actor
+        body, actor = step_function(action, step), action.read_afresh()
     except (ActorNotFound, DefinitionChanged, UnknownAction) as gone:
         # A deploy removed the action or this step, or the actor is gone: no attempt can
         # succeed, so the step fails now rather than on every delivery.
