@@ -39,7 +39,8 @@ def later(actor: Any, name: str, *args: Any) -> Invocation:
 
 def now(actor: Any, name: str, *args: Any) -> Action:
     """Perform ``name`` on ``actor`` in this process, through the same state machine: admit
-    it and run its first steps; children run on workers. Commits the actor's session.
+    it and run its first steps; children run on workers. Commits the actor's session; an
+    actor without one (its session closed) is loaded afresh in a session of the engine's.
     Returns the admitted action, the action it was attached to, or an unsaved action
     whose status says how it ended (skipped invocations are ``succeeded``)."""
 
@@ -49,7 +50,9 @@ def now(actor: Any, name: str, *args: Any) -> Action:
         invocation = db.retrying(
             session, lambda: invoke(session, actor, name, args, enqueue=False), callers_session=not own
         )
-        action = admit_recording_errors(session, invocation.id, actor)
+        # An actor without a session (a detached row) is only a reference: the engine
+        # works on a fresh copy in its own session, as a worker would after ``later()``.
+        action = admit_recording_errors(session, invocation.id, None if own else actor)
         run_ready(session)
         assert action is not None
         return action
