@@ -25,6 +25,7 @@ from .errors import (
     InvalidTransition,
     NoPendingActions,
     NotAnActor,
+    SessionConflict,
     Stalled,
     UnknownAction,
 )
@@ -88,5 +89,6 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "Deadlock",
     "DefinitionChanged",
     "Stalled",
+    "SessionConflict",
     "NoPendingActions",
 ]

@@ -8,6 +8,7 @@ The database is the only source of truth. ``configure()`` is the one place that 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, SessionTransaction, mapped_column, sessionmaker
 
 from . import clock
+from .errors import SessionConflict
 
 DEFAULT_URL = "sqlite:///stepwise.db"
 
@@ -152,6 +154,11 @@ def prepare_sqlite(engine: Engine) -> None:
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
 
+    @event.listens_for(engine, "checkin")
+    def _checked_in(dbapi_connection: Any, _record: Any) -> None:
+        with _writers_lock:  # rolled back by the pool's reset: it holds no lock now
+            _writers.pop(id(dbapi_connection), None)
+
     @event.listens_for(engine, "before_cursor_execute")
     def _begin_before_write(
         conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
@@ -160,15 +167,55 @@ def prepare_sqlite(engine: Engine) -> None:
         # snapshot held by an idle session); the first write begins IMMEDIATE, taking the
         # write lock up front instead of failing with SQLITE_BUSY on a lock upgrade.
         if statement.lstrip()[:9].upper().startswith(_WRITES):
-            begin_immediate(conn.connection.dbapi_connection)
+            begin_immediate(conn.connection.dbapi_connection, sqlite_file(engine))
 
 
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "SAVEPOINT", "CREATE", "DROP", "ALTER")
 
 
-def begin_immediate(dbapi_connection: Any) -> None:
-    if not dbapi_connection.in_transaction:
+def sqlite_file(engine: Engine) -> str | None:
+    """The absolute path of a SQLite database file (None in memory)."""
+    database = engine.url.database
+    if database in (None, "", ":memory:") or database.startswith("file:"):
+        return None
+    return os.path.abspath(database)
+
+
+#: The SQLite connections that hold a write lock, by id: (connection, thread, file).
+_writers: dict[int, tuple[Any, int, str]] = {}
+_writers_lock = threading.Lock()
+
+
+def begin_immediate(dbapi_connection: Any, file: str | None = None) -> None:
+    """Take the write lock of the SQLite ``file`` on this connection, unless it holds it.
+
+    A thread whose other connection to the same file holds the lock (a session that wrote
+    and has not committed) would wait for itself: ``SessionConflict`` says so at once."""
+    if dbapi_connection.in_transaction:
+        return
+    if file is None:
         dbapi_connection.execute("BEGIN IMMEDIATE")
+        return
+    thread = threading.get_ident()
+    with _writers_lock:
+        for key, (other, holder, held_file) in list(_writers.items()):
+            try:
+                holding = other.in_transaction
+            except Exception:  # closed
+                holding = False
+            if not holding:
+                del _writers[key]
+            elif holder == thread and held_file == file and other is not dbapi_connection:
+                raise SessionConflict(
+                    f"another session of this thread has written to {file} and not committed, "
+                    "so it holds SQLite's write lock and this transaction would wait for it "
+                    "forever: do this work in that session (engine.complete_action(action_id, "
+                    "session=session), an engine.commands function with session=session, or an "
+                    "action or actor loaded in that session), or commit that session first"
+                )
+    dbapi_connection.execute("BEGIN IMMEDIATE")
+    with _writers_lock:
+        _writers[id(dbapi_connection)] = (dbapi_connection, thread, file)
 
 
 def lock_for_write(s: Session) -> None:
@@ -178,7 +225,7 @@ def lock_for_write(s: Session) -> None:
     connection = s.connection()
     if connection.dialect.name == "sqlite":
         try:
-            begin_immediate(connection.connection.dbapi_connection)
+            begin_immediate(connection.connection.dbapi_connection, sqlite_file(connection.engine))
         except connection.dialect.loaded_dbapi.OperationalError as error:
             raise OperationalError("BEGIN IMMEDIATE", None, error) from error
 

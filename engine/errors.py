@@ -61,5 +61,15 @@ class Stalled(EngineError):
     that was never admitted); the message names the row, its last error and what to do."""
 
 
+class SessionConflict(EngineError):
+    """Raised when an engine call would wait for SQLite's write lock while another session
+    of the same thread holds it, having written without committing: the thread would wait
+    for itself until SQLite gives up (30 s, then "database is locked").
+
+    Typical cause: a job writes through its own session, then calls
+    ``engine.complete_action(action_id)``, which opens a session of its own.
+    """
+
+
 class NoPendingActions(EngineError):
     """Raised when a step is told a child concluded but it waits on nothing."""

@@ -9,8 +9,11 @@ action's id, which loads the action in its own session. Rails' ``retry_job`` is
 
 from __future__ import annotations
 
+import time
+
 import dramatiq
 import pytest
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -35,6 +38,25 @@ def tow_job(action_id: int) -> None:
         car.location = location
         session.commit()
         engine.complete_action(action)
+
+
+@dramatiq.actor(actor_name="tow_and_complete_job", queue_name="default")
+def tow_and_complete_job(action_id: int) -> None:
+    """Tow the car through the job's own session, flushed but not committed, then
+    complete the action as its second argument says: by id in the job's session, by the
+    action loaded in it, or by id alone (in a transaction of its own)."""
+    with engine.new_session() as session:
+        action = session.get(engine.Action, action_id)
+        assert action is not None
+        location, completing = action.arguments
+        action.actor.location = location
+        session.flush()  # the job has written: on SQLite it now holds the write lock
+        if completing == "by id in the job's session":
+            engine.complete_action(action_id, session=session)
+        elif completing == "by the action loaded in the job's session":
+            engine.complete_action(action)
+        else:
+            engine.complete_action(action_id)
 
 
 @pytest.fixture(autouse=True)
@@ -141,3 +163,58 @@ def test_a_step_prepended_to_a_job_action_runs_before_the_job(
     assert action.steps[1].pending_actions_count == 0
     assert car.honks == 1
     assert car.location == "service"
+
+
+def perform_tow_and_complete_jobs() -> int:
+    return testing.perform_enqueued(only=lambda queued: queued.job == "tow_and_complete_job")
+
+
+@pytest.mark.parametrize(
+    "completing", ["by id in the job's session", "by the action loaded in the job's session"]
+)
+def test_a_job_that_wrote_in_its_session_completes_the_action_in_the_same_transaction(
+    session: Session, car: Car, completing: str
+) -> None:
+    """Issue 9: the job's changes and the completion commit together (neither is lost
+    if the other fails), and on SQLite nothing waits for the write lock the job holds."""
+    # Given an action whose job writes through its own session, then completes the action
+    engine.define(Car, "tow", job=tow_and_complete_job)
+    action = engine.now(car, "tow", "garage", completing)
+    assert action.status == "performing"
+
+    # When the job runs
+    started = time.monotonic()
+    assert perform_tow_and_complete_jobs() == 1
+
+    # Then, at once, the action succeeded and the car is where the job towed it
+    assert time.monotonic() - started < 5
+    see_committed_work(session)
+    assert action.status == "succeeded"
+    assert car.location == "garage"
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.timeout(20)
+def test_a_job_completing_the_action_outside_the_transaction_it_wrote_in_is_refused_at_once(
+    session: Session, car: Car
+) -> None:
+    """Issue 9: on SQLite the completion's own transaction would wait for the write lock
+    that the job's session holds in the same thread (30 s, then "database is locked"). The
+    engine says so at once, and what to do instead."""
+    # Given an action whose job writes through its own session, then completes the action
+    # by id alone, outside the job's transaction
+    engine.define(Car, "tow", job=tow_and_complete_job)
+    action = engine.now(car, "tow", "garage", "by id alone")
+
+    # When the job runs, it is told at once to complete in its own session
+    started = time.monotonic()
+    with pytest.raises(engine.SessionConflict, match=r"session=session"):
+        perform_tow_and_complete_jobs()
+    assert time.monotonic() - started < 5
+
+    # And nothing of the job's or the completion's work was committed: the action waits
+    # for the job's next delivery (Dramatiq retries a failed job)
+    see_committed_work(session)
+    assert action.status == "performing"
+    assert car.location is None
+    assert session.scalars(select(engine.Action.status)).all() == ["performing"]
