@@ -1,8 +1,9 @@
 """The chaos driver: it feeds orders of ``chaos_workload.py`` to three worker groups while it
-kills a random worker with SIGKILL every few seconds, restarts Redis once (losing every
-message it held), and completes the outbound shipments from outside, as a carrier's webhook
-would. The sweeper runs beside them as production's clock process would, sending again
-what a kill or the restart lost. What must hold afterwards is checked by the test.
+kills a random worker with SIGKILL every few seconds, restarts the broker once (Redis loses
+every message it held; on either broker the orders invoked while it is down cannot be sent),
+and completes the outbound shipments from outside, as a carrier's webhook would. The sweeper
+runs beside them as production's clock process would, sending again what a kill or the
+restart lost. What must hold afterwards is checked by the test.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 import engine
 from engine import history, status
 from engine.models import Action, ActionEvent, Step
+from tests.integration.brokers import BrokerServer
 from tests.integration.chaos_workload import (
     LOST_EVERY,
     PARCELS_PER_ORDER,
@@ -35,18 +36,7 @@ from tests.integration.chaos_workload import (
     Order,
     Parcel,
 )
-from tests.integration.harness import (
-    ROOT,
-    WorkerGroup,
-    claim,
-    redis_ready,
-    start_redis,
-    stop_group,
-    stop_redis,
-    tail,
-    wait_until_ready,
-    worker_env,
-)
+from tests.integration.harness import ROOT, WorkerGroup, stop_group, tail, wait_until_ready, worker_env
 from tests.integration.intervals import peak_parallelism
 from tests.integration.progress import diagnosis, progress
 
@@ -119,9 +109,9 @@ class Chaos:
     workers: list[ChaosWorker]
     sweeper: subprocess.Popen[bytes] | None
     sweeper_log: Path
-    redis_url: str
+    server: BrokerServer
     kills: list[str] = field(default_factory=list)
-    redis_down_seconds: float | None = None
+    broker_down_seconds: float | None = None
     completions: Counter[str] = field(default_factory=Counter)
     orders: int = 0
 
@@ -155,7 +145,7 @@ class Chaos:
             f"(at most {peak} performing at once, counting those waiting on children)\n"
             f"  {len(self.kills)} workers killed with SIGKILL, "
             f"{sum(w.starts for w in self.workers) - WORKERS} restarts; "
-            f"Redis down {self.redis_down_seconds or 0:.1f} s\n"
+            f"{self.server.name} down {self.broker_down_seconds or 0:.1f} s\n"
             f"  the sweeper sent {sum(recovered.values())} messages again: {dict(recovered)}\n"
             f"  the completer completed {dict(self.completions)} shipments; {retried} label attempts "
             f"failed and were retried"
@@ -163,17 +153,17 @@ class Chaos:
 
 
 @contextlib.contextmanager
-def unleashed(database_url: str, redis_url: str, logs: Path) -> Iterator[Chaos]:
-    """Three worker groups and the sweeper, all stopped at the end whatever happened; Redis
-    is left running."""
-    env = worker_env(database_url, redis_url)
+def unleashed(database_url: str, server: BrokerServer, logs: Path) -> Iterator[Chaos]:
+    """Three worker groups and the sweeper, all stopped at the end whatever happened; the
+    broker is left running."""
+    env = worker_env(database_url, server)
     workers = [
         ChaosWorker(
-            "tests.integration.chaos_workload", logs / f"worker-{n}.log", env, threads=THREADS, slot=n
+            "tests.integration.chaos_workload", logs / f"worker-{n}.log", env, server, threads=THREADS, slot=n
         )
         for n in range(WORKERS)
     ]
-    running = Chaos(workers, None, logs / "sweeper.log", redis_url)
+    running = Chaos(workers, None, logs / "sweeper.log", server)
     sweep = ["sweep", "--every", str(SWEEP_EVERY), "--grace", str(GRACE_SECONDS)]
     try:
         for worker in running.workers:
@@ -194,8 +184,8 @@ def unleashed(database_url: str, redis_url: str, logs: Path) -> Iterator[Chaos]:
             worker.stop(seconds=15)
         if running.sweeper is not None:
             stop_group(running.sweeper, seconds=5)
-        if not redis_ready(redis_url):
-            start_redis(redis_url)
+        if not server.ready():
+            server.start()
         print(f"\nchaos logs: {logs}")
 
 
@@ -220,8 +210,8 @@ def given_orders(count: int) -> list[int]:
 
 
 def fulfil(order_ids: list[int]) -> None:
-    """Invoke the orders in one transaction; their admissions go to Redis after commit
-    (or, if Redis is down, are lost and left to the sweeper)."""
+    """Invoke the orders in one transaction; their admissions go to the broker after commit
+    (or, if it is down, are lost and left to the sweeper)."""
     with engine.new_session() as session:
         for order in session.scalars(select(Order).where(Order.id.in_(order_ids)).order_by(Order.id)):
             engine.later(order, "fulfil", order.number)
@@ -253,8 +243,8 @@ def complete_shipments(chaos: Chaos, parcel_numbers: dict[str, int], limit: int 
 
 def run_the_chaos(chaos: Chaos, order_ids: list[int]) -> float:
     """Feed the orders (at most IN_FLIGHT unfinished), complete the shipments, kill a
-    random worker every few seconds and restart Redis once, halfway, until every tree has
-    ended. Returns the seconds it took; fails with a diagnosis at the deadline."""
+    random worker every few seconds and restart the broker once, halfway, until every tree
+    has ended. Returns the seconds it took; fails with a diagnosis at the deadline."""
     chaos.orders = orders = len(order_ids)
     with engine.new_session() as session:
         rows = session.execute(select(Parcel.id, Parcel.number))
@@ -279,8 +269,8 @@ def run_the_chaos(chaos: Chaos, order_ids: list[int]) -> float:
                 batch = order_ids[fed : fed + min(IN_FLIGHT - (fed - current.roots_ended), 40)]
                 fulfil(batch)
                 fed += len(batch)
-            if chaos.redis_down_seconds is None and fed >= orders // 2:
-                fed += restart_redis(chaos, order_ids[fed : fed + 10])
+            if chaos.broker_down_seconds is None and fed >= orders // 2:
+                fed += restart_broker(chaos, order_ids[fed : fed + 10])
             if now >= next_kill:
                 chaos.kills.append(rng.choice(chaos.workers).kill())
                 next_kill = now + rng.uniform(KILL_EVERY - 1, KILL_EVERY + 1)
@@ -289,17 +279,15 @@ def run_the_chaos(chaos: Chaos, order_ids: list[int]) -> float:
             time.sleep(0.1)
 
 
-def restart_redis(chaos: Chaos, order_ids: list[int]) -> int:
-    """Stop Redis, losing every message it held, fulfil ``order_ids`` while it is down
-    (their admissions cannot be sent), and start it again. Returns how many were fed."""
+def restart_broker(chaos: Chaos, order_ids: list[int]) -> int:
+    """Stop the broker (Redis loses every message it held), fulfil ``order_ids`` while it is
+    down (their admissions cannot be sent), and start it again. Returns how many were fed."""
     # Every worker connected first: one still booting would exit on the refused connection
     # (Dramatiq's exit status 3), which is not what this tests.
     wait_until_ready(chaos.workers)
     down = time.monotonic()
-    stop_redis(chaos.redis_url)
+    chaos.server.stop()
     fulfil(order_ids)
-    start_redis(chaos.redis_url)
-    chaos.redis_down_seconds = time.monotonic() - down
-    with redis.Redis.from_url(chaos.redis_url) as client:
-        claim(client, "chaos (after the restart)")
+    chaos.server.start()
+    chaos.broker_down_seconds = time.monotonic() - down
     return len(order_ids)

@@ -9,7 +9,7 @@ webhook would.
         Parcel.ship         ("carrier/<n % 8>")    outbound: performing until completed from outside
 
 Workers import it: ``dramatiq engine.jobs tests.integration.chaos_workload`` with
-``DATABASE_URL`` and ``REDIS_URL`` set. Every action records when it performed
+``DATABASE_URL`` and ``REDIS_URL`` or ``RABBITMQ_URL`` set. Every action records when it performed
 (``tests/integration/intervals.py``), so the test can look for two actions of one lane that
 performed at once.
 """
@@ -72,7 +72,8 @@ class Order(Actor, ChaosBase):
 
     @fulfil.step
     def rest(self, step: StepContext, number: int) -> None:
-        """A durable timer: its message waits in Redis's delay queue, which a restart empties."""
+        """A durable timer: its message waits in the broker's delay queue (held by a worker
+        until due, on either broker), which a Redis restart empties."""
         step.wait(WAIT_SECONDS)
 
     @fulfil.step

@@ -1,7 +1,7 @@
 """Integration tests bring their own PostgreSQL database, broker and workers, so the
 suite's per-backend ``database`` fixture (SQLite and PostgreSQL) does not apply here.
-The shared fixtures come from ``harness.py`` and ``deliveries.py``; each test module
-defines its ``database_url``."""
+The shared fixtures come from ``brokers.py`` (every test runs once on Redis and once on
+RabbitMQ) and ``deliveries.py``; each test module defines its ``database_url``."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.integration.brokers import broker_client, broker_server
 from tests.integration.deliveries import sa_engine, workers
-from tests.integration.harness import redis_broker, redis_url
 
-__all__ = ["redis_broker", "redis_url", "sa_engine", "workers"]
+__all__ = ["broker_client", "broker_server", "sa_engine", "workers"]
 
 
 @pytest.fixture(autouse=True)

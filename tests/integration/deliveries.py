@@ -8,14 +8,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+import dramatiq
 import pytest
-from dramatiq.brokers.redis import RedisBroker
 from sqlalchemy import select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
 import engine
 from engine import db
+from tests.integration.brokers import BrokerServer
 from tests.integration.harness import WorkerGroup, wait_until_ready, worker_env
 from tests.integration.workload import CRATES, Crate, Truck, WorkloadBase
 
@@ -25,13 +26,17 @@ THREADS = 4
 
 @pytest.fixture(scope="module")
 def workers(
-    database_url: str, redis_url: str, redis_broker: RedisBroker, tmp_path_factory: pytest.TempPathFactory
+    database_url: str,
+    broker_server: BrokerServer,
+    broker_client: dramatiq.Broker,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[WorkerGroup]:
     """``dramatiq engine.jobs tests.integration.workload -p 2 -t 4``, ready for messages."""
     group = WorkerGroup(
         "tests.integration.workload",
         tmp_path_factory.mktemp("workers") / "workers.log",
-        worker_env(database_url, redis_url),
+        worker_env(database_url, broker_server),
+        broker_server,
         processes=PROCESSES,
         threads=THREADS,
         options=("--worker-shutdown-timeout", "10000"),
@@ -77,7 +82,7 @@ def given_trucks(count: int) -> list[int]:
 
 
 def deliver(truck_ids: list[int]) -> None:
-    """Invoke every delivery in one transaction; the admissions go to Redis after commit."""
+    """Invoke every delivery in one transaction; the admissions go to the broker after commit."""
     with engine.new_session() as session:
         for truck in session.scalars(select(Truck).where(Truck.id.in_(truck_ids)).order_by(Truck.id)):
             engine.later(truck, "deliver", truck.number)

@@ -1,18 +1,17 @@
-"""The integration tests' harness: a fresh PostgreSQL database, a Redis database of their own
-(stopped and started again by the tests of restarts), and ``dramatiq`` worker process groups.
-``conftest.py`` registers its fixtures for every integration test; ``progress.py`` waits for
+"""The integration tests' harness: a fresh PostgreSQL database and ``dramatiq`` worker
+process groups; ``brokers.py`` gives each run a broker of its own, on Redis and on RabbitMQ.
+``conftest.py`` registers their fixtures for every integration test; ``progress.py`` waits for
 the work and says why it stopped.
 
 Restarting a service disturbs anything else using it; on a shared machine point the tests
-at services of their own: ``STEPWISE_TEST_POSTGRES`` and ``STEPWISE_TEST_REDIS`` (URLs),
-``STEPWISE_TEST_REDIS_START`` (a shell command; the default is ``scripts/services``).
+at services of their own: ``STEPWISE_TEST_POSTGRES`` (a URL), and the brokers' variables
+that ``brokers.py`` names.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,24 +20,19 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
-import redis
-from dramatiq.brokers.redis import RedisBroker
 from sqlalchemy import MetaData
 
 import engine
-from engine import broker, testing
 from tests.conftest import POSTGRES_ADMIN_URL, unavailable
 
+if TYPE_CHECKING:
+    from tests.integration.brokers import BrokerServer
+
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = os.environ.get("STEPWISE_TEST_REDIS", "redis://127.0.0.1:6379/5")
-#: The key that holds a Redis database for one run (``bench/common.py`` honours it too).
-REDIS_CLAIM = "stepwise:integration-run"
-#: How long a claim lasts if a run dies without releasing it: longer than any module's run.
-CLAIM_SECONDS = 720
 READY = "Worker process is ready for action."
 
 
@@ -83,84 +77,11 @@ def fresh_database(prefix: str, workload: MetaData) -> Iterator[str]:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-# --- Redis ----------------------------------------------------------------------------
-
-
-def claim(client: redis.Redis, owner: str) -> bool:
-    """Take this Redis database for one run, or return False when another run holds it:
-    two runs' workers sharing a queue would take each other's messages and look their ids
-    up in the wrong PostgreSQL database."""
-    return bool(client.set(REDIS_CLAIM, owner, nx=True, ex=CLAIM_SECONDS))
-
-
-@pytest.fixture(scope="module")
-def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """An empty Redis database of our own: ``STEPWISE_TEST_REDIS``'s, or the next free one."""
-    base, _, first = REDIS_URL.rpartition("/")
-    if not first.isdigit():
-        base, first = REDIS_URL.rstrip("/"), "0"
-    owner = f"{request.module.__name__.rsplit('.', 1)[-1]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    for number in range(int(first or 0), 16):
-        url = f"{base}/{number}"
-        client = redis.Redis.from_url(url, socket_connect_timeout=2)
-        try:
-            claimed = claim(client, owner)
-        except redis.RedisError as error:
-            client.close()
-            unavailable(f"Redis is not reachable at {url}: {error}")
-        if claimed:
-            for key in client.scan_iter(count=1000):
-                if key != REDIS_CLAIM.encode():
-                    client.delete(key)
-            break
-        client.close()
-    else:
-        pytest.fail(f"every Redis database from {REDIS_URL} to 15 is held by another run")
-    yield url
-    try:
-        client.flushdb()
-    finally:
-        client.close()
-
-
-@pytest.fixture(scope="module")
-def redis_broker(redis_url: str) -> Iterator[RedisBroker]:
-    """This process's messages (``later()``, a completion's next step) go to Redis too."""
-    real = RedisBroker(url=redis_url)  # type: ignore[no-untyped-call]
-    broker.use(real)
-    yield real
-    testing.setup()
-    real.close()
-
-
-def redis_ready(url: str) -> bool:
-    client = redis.Redis.from_url(url, socket_connect_timeout=1)
-    try:
-        return bool(client.ping())
-    except redis.RedisError:
-        return False
-    finally:
-        client.close()
+# --- services -------------------------------------------------------------------------
 
 
 def run(*command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
-
-
-def stop_redis(url: str) -> None:
-    """``SHUTDOWN NOSAVE``: Redis keeps nothing on disk, so every queued message is lost."""
-    if shutil.which("redis-cli") is None:
-        unavailable("redis-cli is not installed: Redis cannot be restarted")
-    run("redis-cli", "-u", url, "shutdown", "nosave")
-    wait_for(lambda: not redis_ready(url), "Redis to stop")
-
-
-def start_redis(url: str) -> None:
-    """As this machine's services script does (or ``STEPWISE_TEST_REDIS_START``)."""
-    command = os.environ.get("STEPWISE_TEST_REDIS_START")
-    done = run("sh", "-c", command) if command else run(str(ROOT / "scripts" / "services"))
-    assert done.returncode == 0, f"Redis did not start: {done.stdout}{done.stderr}"
-    wait_for(lambda: redis_ready(url), "Redis to start")
 
 
 def wait_for(ready: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
@@ -175,8 +96,11 @@ def wait_for(ready: Callable[[], bool], what: str, seconds: float = 30.0) -> Non
 # --- worker processes -----------------------------------------------------------------
 
 
-def worker_env(database_url: str, redis_url: str) -> dict[str, str]:
-    return {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+def worker_env(database_url: str, server: BrokerServer) -> dict[str, str]:
+    """This environment with the run's database and broker, and no other broker's URL
+    (``engine.broker.from_environment`` prefers ``REDIS_URL``)."""
+    env = {name: value for name, value in os.environ.items() if name not in ("REDIS_URL", "RABBITMQ_URL")}
+    return {**env, "DATABASE_URL": database_url, server.variable: server.url, "PYTHONUNBUFFERED": "1"}
 
 
 def tail(log: Path, lines: int = 25) -> str:
@@ -203,6 +127,7 @@ class WorkerGroup:
     workload: str
     log: Path
     env: dict[str, str]
+    server: BrokerServer
     processes: int = 1
     threads: int = 4
     options: tuple[str, ...] = ()
@@ -210,10 +135,6 @@ class WorkerGroup:
     starts: int = 0
     #: Where the log of the latest start begins.
     offset: int = 0
-
-    @property
-    def redis_url(self) -> str:
-        return self.env["REDIS_URL"]
 
     def start(self) -> None:
         command = [sys.executable, "-m", "dramatiq", "engine.jobs", self.workload]

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import redis
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
@@ -72,11 +71,11 @@ def wait_until_settled(
 
 
 def diagnosis(session: Session, groups: Sequence[WorkerGroup], lines: int = 60) -> str:
-    """Why work may have stopped: what is left in the tables, what Redis holds, which
+    """Why work may have stopped: what is left in the tables, what the broker holds, which
     database sessions wait on which, and the workers' last ``lines`` lines each."""
     logs = "\n".join(f"--- workers ({group.log}):\n{group.tail(lines)}" for group in groups)
     return (
-        f"{stuck(session)}\n{redis_state(groups[0].redis_url, sum(g.processes for g in groups))}\n"
+        f"{stuck(session)}\n{groups[0].server.state(sum(g.processes for g in groups))}\n"
         f"database sessions (pid, state, wait, blocked by, age, query):\n{database_sessions(session)}\n"
         f"{logs}"
     )
@@ -132,22 +131,3 @@ def database_sessions(session: Session) -> str:
         )
     ).all()
     return "\n".join(str(tuple(row)) for row in rows)
-
-
-def redis_state(url: str, worker_processes: int) -> str:
-    """The sizes of Dramatiq's queues, acks and heartbeats. The heartbeats count every broker
-    that talked to this database recently: this process's, one per worker process, and those
-    of killed ones until they expire. More means another run is taking our messages."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=2)
-    try:
-        kinds = {key: client.type(key) for key in client.scan_iter("dramatiq:*")}
-        sizes = {
-            key.decode(): client.llen(key) if kind == b"list" else client.zcard(key)
-            for key, kind in kinds.items()
-            if kind in (b"list", b"zset")
-        }
-    except redis.RedisError as error:
-        return f"Redis {url}: unknown ({error})"
-    finally:
-        client.close()
-    return f"Redis {url} ({worker_processes} worker processes): {sizes}"

@@ -1,20 +1,21 @@
-"""Given PostgreSQL, Redis, three ``dramatiq`` worker processes and the sweeper as a clock
-process, when a thousand orders run their three-level trees while a random worker is killed
-with SIGKILL every few seconds and Redis restarts once, losing every message it held, then
-every tree ends, each action completed exactly once in its history, no two actions of one
-lane performed at once, and no step counter is negative or stranded.
+"""Given PostgreSQL, a broker (Redis, then RabbitMQ), three ``dramatiq`` worker processes and
+the sweeper as a clock process, when a thousand orders run their three-level trees while a
+random worker is killed with SIGKILL every few seconds and the broker restarts once (Redis
+losing every message it held), then every tree ends, each action completed exactly once in
+its history, no two actions of one lane performed at once, and no step counter is negative
+or stranded.
 
 Issue 3's acceptance (DESIGN invariants 1 to 4 under failure). The trees come from
 ``tests/integration/chaos_workload.py``: shared lanes at three levels, a flaky leaf that
 retries, a ``step.wait`` timer, and outbound shipments that this test completes from
-outside, as a carrier's webhook would, some of them as failed. What a kill or the Redis
-restart loses is sent again by ``stepwise sweep --every 1 --grace 3``, as production's
-clock process would. The chaos is driven by ``tests/integration/chaos.py``; this module
-checks what must hold afterwards.
+outside, as a carrier's webhook would, some of them as failed. What a kill or the broker's
+restart loses is sent again by ``stepwise sweep --every 1 --grace 3``, as production's clock
+process would. The chaos is driven by ``tests/integration/chaos.py``; this module checks
+what must hold afterwards.
 
-Restarting Redis disturbs anything else using it; on a shared machine point the test at a
-Redis of its own (``STEPWISE_TEST_REDIS``, ``STEPWISE_TEST_REDIS_START``), and at a
-PostgreSQL of its own (``STEPWISE_TEST_POSTGRES``).
+Restarting the broker disturbs anything else using it; on a shared machine point the test at
+brokers of its own (the variables that ``brokers.py`` names), and at a PostgreSQL of its own
+(``STEPWISE_TEST_POSTGRES``).
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
+import dramatiq
 import pytest
-from dramatiq.brokers.redis import RedisBroker
 from sqlalchemy import func, select, text
 
 import engine
 from engine import status
 from engine.models import Action, ActionEvent, Invocation, Performance, Step
+from tests.integration.brokers import BrokerServer
 from tests.integration.chaos import DEADLINE_SECONDS, Chaos, given_orders, run_the_chaos, unleashed
 from tests.integration.chaos_workload import (
     PARCELS_PER_ORDER,
@@ -63,10 +65,13 @@ def database_url() -> Iterator[str]:
 
 @pytest.fixture
 def chaos(
-    database_url: str, redis_url: str, redis_broker: RedisBroker, tmp_path_factory: pytest.TempPathFactory
+    database_url: str,
+    broker_server: BrokerServer,
+    broker_client: dramatiq.Broker,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Chaos]:
     """Three worker groups and the sweeper (``tests/integration/chaos.py``), stopped at the end."""
-    with unleashed(database_url, redis_url, tmp_path_factory.mktemp("chaos")) as running:
+    with unleashed(database_url, broker_server, tmp_path_factory.mktemp("chaos")) as running:
         yield running
 
 
@@ -74,12 +79,12 @@ def chaos(
 
 
 @pytest.mark.timeout(DEADLINE_SECONDS + 180)
-def test_every_tree_ends_whole_while_workers_are_killed_and_redis_restarts(chaos: Chaos) -> None:
+def test_every_tree_ends_whole_while_workers_are_killed_and_the_broker_restarts(chaos: Chaos) -> None:
     # Given a thousand orders of two parcels each, every third parcel shipped
     order_ids = given_orders(ORDERS)
 
     # When they are fulfilled by three workers, one killed with SIGKILL every few seconds,
-    # with Redis restarted once, shipments completed from outside and the sweeper running
+    # with the broker restarted once, shipments completed from outside and the sweeper running
     seconds = run_the_chaos(chaos, order_ids)
 
     with engine.new_session() as session:
@@ -155,11 +160,11 @@ def test_every_tree_ends_whole_while_workers_are_killed_and_redis_restarts(chaos
         for column in (Parcel.sealed, Parcel.labelled, Parcel.handed_over):
             assert session.scalar(select(func.max(column))) == 1
 
-        # and the chaos happened: workers were killed, Redis restarted, the sweeper
+        # and the chaos happened: workers were killed, the broker restarted, the sweeper
         # recovered lost work, flaky labels were retried, timers elapsed, shipments failed
         # and succeeded
         assert len(chaos.kills) >= 5
-        assert chaos.redis_down_seconds is not None
+        assert chaos.broker_down_seconds is not None
         assert (session.scalar(select(func.count()).where(ActionEvent.event == "recovered")) or 0) > 0
         assert (session.scalar(select(func.count()).where(ActionEvent.event == "attempt_failed")) or 0) > 0
         assert (session.scalar(select(func.count()).where(Invocation.outcome == "waited")) or 0) > 0

@@ -1,6 +1,6 @@
-"""Given PostgreSQL, the Redis broker and two ``dramatiq`` worker processes of four threads
-each, when hundreds of deliveries queue at ten shared docks, each with a tree of children,
-then every action ends, and no two actions of one lane ever perform at the same time.
+"""Given PostgreSQL, a broker (Redis, then RabbitMQ) and two ``dramatiq`` worker processes of
+four threads each, when hundreds of deliveries queue at ten shared docks, each with a tree of
+children, then every action ends, and no two actions of one lane ever perform at the same time.
 
 The acceptance test of the engine (DESIGN invariants 1, 2, 3 and 4 under real concurrency).
 Each action records when it performed (``tests/integration/intervals.py``), with PostgreSQL's
@@ -81,7 +81,7 @@ def deliver_one_queued_per_dock(workers: WorkerGroup, truck_ids: list[int], dead
                 if line and dock not in queued:
                     truck = line.popleft()
                     sent[dock] = engine.later(truck, "deliver", truck.number)
-            session.commit()  # the admission messages go to Redis now
+            session.commit()  # the admission messages go to the broker now
             queued.update({dock: invocation.id for dock, invocation in sent.items()})
             time.sleep(0.05)
 

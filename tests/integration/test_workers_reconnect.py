@@ -1,17 +1,18 @@
-"""Given PostgreSQL, the Redis broker and running ``dramatiq`` workers, when Redis or
-PostgreSQL restarts, then the workers reconnect and perform the work invoked afterwards;
-the work whose message the restart lost is sent again by the sweeper, as production's clock
-process (``stepwise sweep --every``) would.
+"""Given PostgreSQL, a broker (Redis, then RabbitMQ) and running ``dramatiq`` workers, when
+the broker or PostgreSQL restarts, then the workers reconnect and perform the work invoked
+afterwards; the work whose message was never sent, or was lost, is sent again by the sweeper,
+as production's clock process (``stepwise sweep --every``) would.
 
 Issue 3, "Nothing is lost": workers reconnect after a PostgreSQL or a broker restart, and an
 invocation committed while the broker was down is performed all the same (DESIGN invariant
-4). Runs the delivery workload with the fixtures of ``deliveries.py`` and ``harness.py``.
+4). A Redis restart loses every message it held; a RabbitMQ restart keeps its durable queues'
+messages, but both close every connection. Runs the delivery workload with the fixtures of
+``deliveries.py``, ``brokers.py`` and ``harness.py``.
 
 These tests restart the services they use, which disturbs anything else using them. On a
-shared machine, point them at services of their own: ``STEPWISE_TEST_POSTGRES`` and
-``STEPWISE_TEST_REDIS`` (URLs), ``STEPWISE_TEST_POSTGRES_RESTART`` and
-``STEPWISE_TEST_REDIS_START`` (shell commands; the defaults are ``pg_ctlcluster … main
-restart`` and ``scripts/services``).
+shared machine, point them at services of their own: ``STEPWISE_TEST_POSTGRES`` (a URL) and
+``STEPWISE_TEST_POSTGRES_RESTART`` (a shell command; the default is ``pg_ctlcluster … main
+restart``), and the brokers' variables that ``brokers.py`` names.
 """
 
 from __future__ import annotations
@@ -33,16 +34,9 @@ import engine
 from engine import status, sweeper
 from engine.models import Action, ActionEvent
 from tests.conftest import unavailable
+from tests.integration.brokers import BrokerServer
 from tests.integration.deliveries import deliver, given_trucks
-from tests.integration.harness import (
-    WorkerGroup,
-    fresh_database,
-    postgres_ready,
-    run,
-    start_redis,
-    stop_redis,
-    wait_for,
-)
+from tests.integration.harness import WorkerGroup, fresh_database, postgres_ready, run, wait_for
 from tests.integration.progress import wait_until_settled
 from tests.integration.workload import ACTIONS_PER_DELIVERY, DOCKS, Truck, WorkloadBase
 
@@ -120,36 +114,36 @@ def report(label: str, seconds: float) -> None:
 # --- the tests ------------------------------------------------------------------------
 
 
-def test_workers_carry_on_after_redis_restarts(
-    sa_engine: Engine, workers: WorkerGroup, redis_url: str
+def test_workers_carry_on_after_the_broker_restarts(
+    sa_engine: Engine, workers: WorkerGroup, broker_server: BrokerServer
 ) -> None:
     # Given workers that performed deliveries
     trucks = given_trucks(2 * DELIVERIES)
     deliver(trucks[:DELIVERIES])
     wait_until_every_action_ends(workers, DELIVERIES, sweep=False)
 
-    # When Redis restarts, losing whatever it held
-    stop_redis(redis_url)
-    start_redis(redis_url)
+    # When the broker restarts, closing every connection (Redis loses whatever it held)
+    broker_server.stop()
+    broker_server.start()
 
     # Then the deliveries invoked afterwards are performed, without the sweeper's help
     deliver(trucks[DELIVERIES:])
     seconds = wait_until_every_action_ends(workers, 2 * DELIVERIES, sweep=False)
     assert_every_delivery_succeeded(2 * DELIVERIES)
     assert workers.running()
-    report("after a Redis restart", seconds)
+    report(f"after a {broker_server.name} restart", seconds)
 
 
-def test_deliveries_invoked_while_redis_is_down_are_performed_once_swept(
-    sa_engine: Engine, workers: WorkerGroup, redis_url: str
+def test_deliveries_invoked_while_the_broker_is_down_are_performed_once_swept(
+    sa_engine: Engine, workers: WorkerGroup, broker_server: BrokerServer
 ) -> None:
-    # Given Redis down when the deliveries commit: their messages cannot be sent
+    # Given the broker down when the deliveries commit: their messages cannot be sent
     trucks = given_trucks(DELIVERIES)
-    stop_redis(redis_url)
+    broker_server.stop()
     try:
         deliver(trucks)
     finally:
-        start_redis(redis_url)
+        broker_server.start()
 
     # When the sweeper runs, as the clock process would, after the grace period
     time.sleep(GRACE.total_seconds())
@@ -164,7 +158,7 @@ def test_deliveries_invoked_while_redis_is_down_are_performed_once_swept(
             for event in session.scalars(select(ActionEvent).where(ActionEvent.event == "recovered"))
         )
     assert jobs["stepwise.admit"] >= DELIVERIES
-    report("invoked while Redis was down", seconds)
+    report(f"invoked while {broker_server.name} was down", seconds)
 
 
 def test_workers_carry_on_after_postgresql_restarts(sa_engine: Engine, workers: WorkerGroup) -> None:

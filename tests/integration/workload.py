@@ -3,7 +3,8 @@ delivery starts children on the truck and its crates. Every action records when 
 performed, so a test can check afterwards that no two actions of one lane overlapped.
 
 Workers import it: ``dramatiq engine.jobs tests.integration.workload`` with ``DATABASE_URL``
-and ``REDIS_URL`` set. The intervals are recorded as ``tests/integration/intervals.py`` says.
+and ``REDIS_URL`` or ``RABBITMQ_URL`` set. The intervals are recorded as
+``tests/integration/intervals.py`` says.
 """
 
 from __future__ import annotations
