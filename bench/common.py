@@ -1,11 +1,14 @@
 """What every benchmark script needs around a run: the services, from the environment, and
-a fresh PostgreSQL database and an empty Redis database for this run (with the helpers
-that read them), the progress line on stderr and the machine's description.
+a fresh PostgreSQL database and an empty Redis database (or a fresh RabbitMQ virtual host)
+for this run (with the helpers that read them), the progress line on stderr and the
+machine's description.
 
 Services come from the environment: ``STEPWISE_BENCH_POSTGRES`` (an administrative URL,
-default ``STEPWISE_TEST_POSTGRES`` or ``postgresql://127.0.0.1:5432/postgres``) and
+default ``STEPWISE_TEST_POSTGRES`` or ``postgresql://127.0.0.1:5432/postgres``),
 ``STEPWISE_BENCH_REDIS`` (default ``redis://127.0.0.1:6379/15``: that database, or the next
-lower one that no other run holds).
+lower one that no other run holds) and ``STEPWISE_BENCH_RABBITMQ`` (default
+``amqp://guest:guest@127.0.0.1:5672/``; the run's virtual host replaces its own, made and
+deleted with the local ``rabbitmqctl``).
 
 Elsewhere: ``bench/processes.py`` (CPU and memory from ``/proc``, the worker processes) and
 ``bench/figures.py`` (the SQL counts, percentiles and the figure table).
@@ -15,12 +18,15 @@ from __future__ import annotations
 
 import os
 import platform
+import re
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 import redis
@@ -31,6 +37,7 @@ POSTGRES_ADMIN_URL = os.environ.get(
     os.environ.get("STEPWISE_TEST_POSTGRES", "postgresql://127.0.0.1:5432/postgres"),
 )
 REDIS_URL = os.environ.get("STEPWISE_BENCH_REDIS", "redis://127.0.0.1:6379/15")
+RABBITMQ_URL = os.environ.get("STEPWISE_BENCH_RABBITMQ", "amqp://guest:guest@127.0.0.1:5672/")
 #: The key the integration tests use to hold a Redis database for one run: honoured here
 #: too, so a benchmark and a test run never share a queue.
 REDIS_CLAIM = "stepwise:integration-run"
@@ -137,3 +144,61 @@ def use_redis_broker(url: str) -> Any:
     from engine import broker
 
     return broker.use(RedisBroker(url=url))
+
+
+# --- RabbitMQ -------------------------------------------------------------------------
+
+#: A run's virtual host: ``stepwise_bench_<pid>_<hex>``; one whose process is gone was left
+#: by a run that died, and the next run deletes it.
+VHOST = re.compile(r"^stepwise_bench_(\d+)_[0-9a-f]{6}$")
+
+
+def rabbitmqctl(*arguments: str) -> str:
+    try:
+        done = subprocess.run(
+            ["rabbitmqctl", "-q", *arguments], capture_output=True, text=True, timeout=60, check=True
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        raise SystemExit(f"rabbitmqctl {' '.join(arguments)} failed: {error}") from None
+    return done.stdout
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return False
+
+
+@contextmanager
+def fresh_vhost() -> Iterator[str]:
+    """A new RabbitMQ virtual host for this run on ``STEPWISE_BENCH_RABBITMQ``'s server, its
+    user allowed everything there (the URL of it is yielded); deleted at the end, with its
+    queues."""
+    for name in rabbitmqctl("list_vhosts", "--no-table-headers").split():
+        match = VHOST.match(name)
+        if match and _gone(int(match.group(1))):
+            rabbitmqctl("delete_vhost", name)
+    vhost = f"stepwise_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    rabbitmqctl("add_vhost", vhost)
+    try:
+        rabbitmqctl(
+            "set_permissions", "-p", vhost, urlsplit(RABBITMQ_URL).username or "guest", ".*", ".*", ".*"
+        )
+        url = urlunsplit(urlsplit(RABBITMQ_URL)._replace(path="/" + quote(vhost, safe="")))
+        say(f"rabbitmq {url}")
+        yield url
+    finally:
+        rabbitmqctl("delete_vhost", vhost)
+
+
+def use_rabbitmq_broker(url: str) -> Any:
+    """This process sends the engine's messages to RabbitMQ."""
+    from dramatiq.brokers.rabbitmq import RabbitmqBroker
+
+    from engine import broker
+
+    return broker.use(RabbitmqBroker(url=url))

@@ -1,13 +1,17 @@
 """Latency: from ``later()`` to succeeded for a one-step action on an otherwise idle system,
-one invocation at a time, on PostgreSQL + Redis with one ``dramatiq`` worker process.
+one invocation at a time, on PostgreSQL with one ``dramatiq`` worker process, on Redis and on
+RabbitMQ (one after the other, each with a database and a broker of its own).
 
-    .venv/bin/python bench/latency.py [--runs 1000] [--threads 8] [--gap 0] [--worker-timeout MS]
+    .venv/bin/python bench/latency.py [--broker redis|rabbitmq|both] [--runs 1000] [--threads 8]
+                                      [--gap 0] [--worker-timeout MS]
 
 Each run calls ``engine.later(tree, "leaf", n)`` and commits (the caller's transaction,
-then the admission message to Redis), and waits for the action to succeed: PostgreSQL
+then the admission message to the broker), and waits for the action to succeed: PostgreSQL
 notifies this process from a trigger on ``stepwise_actions`` (added to this benchmark's
 database only), or, with ``--poll``, this process polls the row every millisecond.
-Prints p50, p90, p99 and the maximum, and the caller's share (``later()`` + commit).
+Prints p50, p90, p95, p99 and the maximum, and the caller's share (``later()`` + commit),
+per broker side by side. An idle Redis consumer polls (and backs off up to the worker
+timeout); RabbitMQ pushes each message to its consumer.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +33,10 @@ import psycopg
 
 from bench import common
 from bench.common import say
-from bench.figures import errors_row, percentile, table
+from bench.figures import percentile, table
 from bench.processes import Workers, running, worker_env
+
+BROKERS = {"redis": "Redis", "rabbitmq": "RabbitMQ"}
 
 NOTIFY_TRIGGER = """
 CREATE FUNCTION bench_notify_succeeded() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -45,7 +54,15 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--runs", type=int, default=1000, help="measured invocations (default 1000)")
+    parser.add_argument(
+        "--broker",
+        choices=[*BROKERS, "both"],
+        default="both",
+        help="the broker to measure on (default both: Redis, then RabbitMQ)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=1000, help="measured invocations per broker (default 1000)"
+    )
     parser.add_argument(
         "--warmup", type=int, default=20, help="invocations run first, unmeasured (default 20)"
     )
@@ -57,7 +74,8 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         "--worker-timeout",
         type=int,
         help="Dramatiq's worker timeout in ms (env dramatiq_worker_timeout; default 1000): the longest "
-        "sleep of an idle Redis consumer between polls",
+        "sleep of an idle Redis consumer between polls (RabbitMQ pushes messages: there it only paces "
+        "delayed messages)",
     )
     parser.add_argument("--poll", action="store_true", help="poll the row every 1 ms instead of LISTEN")
     parser.add_argument("--engine-log", default="", help="level of the 'stepwise' logger in the worker")
@@ -109,7 +127,7 @@ def measure(
             time.sleep(gap / 1000)
         started = time.perf_counter()
         invocation = engine.later(tree, "leaf", n)
-        session.commit()  # the caller's transaction, then the message to Redis
+        session.commit()  # the caller's transaction, then the message to the broker
         committed = time.perf_counter()
         waiter.wait(n, invocation.id)
         ended = time.perf_counter()
@@ -117,62 +135,104 @@ def measure(
     return timings
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = arguments(argv)
-    say(common.machine())
+@dataclass
+class Measured:
+    """One broker's runs: (total, caller's share) in ms each, and the workers' log errors."""
+
+    broker: str
+    totals: list[float]
+    callers: list[float]
+    errors: list[str]
+
+
+def broker_url(name: str) -> AbstractContextManager[str]:
+    """A broker of this run's own: an empty Redis database, or a fresh RabbitMQ virtual host."""
+    return common.claimed_redis() if name == "redis" else common.fresh_vhost()
+
+
+def measure_on(name: str, args: argparse.Namespace) -> Measured:
     env = worker_env(args)
     if args.worker_timeout is not None:
         env["dramatiq_worker_timeout"] = str(args.worker_timeout)
-    with common.fresh_database("stepwise_latency") as database_url, common.claimed_redis() as redis_url:
+    say(f"--- {BROKERS[name]}: {common.machine()}")
+    with common.fresh_database("stepwise_latency") as database_url, broker_url(name) as url:
         common.create_schema(database_url)
         if not args.poll:
             with psycopg.connect(database_url, autocommit=True) as connection:
                 connection.execute(NOTIFY_TRIGGER)
-        common.use_redis_broker(redis_url)
+        client = common.use_redis_broker(url) if name == "redis" else common.use_rabbitmq_broker(url)
         import engine
         from bench.workload import Tree
 
-        workers = Workers(1, args.threads, database_url, redis_url, env)
-        with running(workers), engine.new_session() as session:
-            tree = Tree()
-            session.add(tree)
-            session.commit()
-            waiter = Waiter(database_url, args.poll)
-            try:
-                measure(session, tree, waiter, 0, args.warmup, args.gap)
-                say(f"{args.runs} invocations, one at a time")
-                timings = measure(session, tree, waiter, args.warmup, args.runs, args.gap)
-            finally:
-                waiter.close()
-            errors = workers.errors()
+        workers = Workers(1, args.threads, database_url, url, env)
+        try:
+            with running(workers), engine.new_session() as session:
+                tree = Tree()
+                session.add(tree)
+                session.commit()
+                waiter = Waiter(database_url, args.poll)
+                try:
+                    measure(session, tree, waiter, 0, args.warmup, args.gap)
+                    say(f"{args.runs} invocations, one at a time")
+                    timings = measure(session, tree, waiter, args.warmup, args.runs, args.gap)
+                finally:
+                    waiter.close()
+                errors = workers.errors()
+        finally:
+            client.close()
+    return Measured(
+        BROKERS[name],
+        [total * 1000 for total, _ in timings],
+        [caller * 1000 for _, caller in timings],
+        errors,
+    )
 
-    totals = [total * 1000 for total, _ in timings]
-    callers = [caller * 1000 for _, caller in timings]
+
+def rows(results: list[Measured], args: argparse.Namespace) -> Iterator[tuple[str, ...]]:
+    def each(figure: Any) -> list[str]:
+        return [figure(result) for result in results]
+
+    def ms(p: float) -> list[str]:
+        return each(lambda r: f"{percentile(r.totals, p):.1f} ms")
+
+    waiting = "polling" if args.poll else "LISTEN"
+    yield (
+        "runs",
+        *each(lambda r: f"{len(r.totals)}"),
+        f"one at a time, {args.gap:g} ms apart; waiting by {waiting}",
+    )
+    yield ("p50", *ms(50), "target < 10 ms")
+    yield ("p90", *ms(90), "")
+    yield ("p95", *ms(95), "")
+    yield ("p99", *ms(99), "target < 40 ms")
+    yield ("max", *each(lambda r: f"{max(r.totals):.1f} ms"), "")
+    yield ("mean", *each(lambda r: f"{statistics.fmean(r.totals):.1f} ms"), "")
+    yield (
+        "caller's share p50",
+        *each(lambda r: f"{percentile(r.callers, 50):.1f} ms"),
+        "later() + commit + message to the broker",
+    )
     timeout = f"{args.worker_timeout} ms" if args.worker_timeout is not None else "1000 ms"
-    rows = [
-        (
-            "runs",
-            f"{len(totals)}",
-            f"one at a time, {args.gap:g} ms apart; waiting by {'polling' if args.poll else 'LISTEN'}",
-        ),
-        ("p50", f"{percentile(totals, 50):.1f} ms", "target < 10 ms"),
-        ("p90", f"{percentile(totals, 90):.1f} ms", ""),
-        ("p99", f"{percentile(totals, 99):.1f} ms", "target < 40 ms"),
-        ("max", f"{max(totals):.1f} ms", ""),
-        ("mean", f"{statistics.fmean(totals):.1f} ms", ""),
-        ("caller's share p50", f"{percentile(callers, 50):.1f} ms", "later() + commit + message to Redis"),
-        (
-            "worker timeout",
-            timeout,
-            "an idle Redis consumer sleeps up to this long between polls"
-            + ("" if args.worker_timeout is not None else " (Dramatiq's default)"),
-        ),
-        errors_row(errors),
-    ]
+    yield (
+        "worker timeout",
+        *each(lambda r: timeout),
+        "Redis: an idle consumer's longest sleep between polls; RabbitMQ pushes each message"
+        + ("" if args.worker_timeout is not None else " (Dramatiq's default)"),
+    )
+    first = next((error for result in results for error in result.errors), "")
+    yield ("worker log errors/warnings", *each(lambda r: f"{len(r.errors)}"), first[:100])
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
+    names = list(BROKERS) if args.broker == "both" else [args.broker]
+    results = [measure_on(name, args) for name in names]
     table(
-        f"Latency: later() to succeeded, one-step action, 1 worker process x {args.threads} threads, "
-        f"Redis ({common.machine()})",
-        rows,
+        f"Latency: later() to succeeded, one-step action, 1 worker process x {args.threads} threads "
+        f"({common.machine()})",
+        list(rows(results, args)),
+        header=("", *(result.broker for result in results)),
+        values=len(results),
     )
 
 

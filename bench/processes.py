@@ -138,7 +138,9 @@ class Workers:
     processes: int
     threads: int
     database_url: str
-    redis_url: str
+    #: Redis (``redis://``) or RabbitMQ (``amqp://``): the workers get it as ``REDIS_URL`` or
+    #: ``RABBITMQ_URL``, and neither variable of this process's environment.
+    broker_url: str
     extra_env: dict[str, str] = field(default_factory=dict)
     counts_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="stepwise-bench-")))
     process: subprocess.Popen[bytes] | None = None
@@ -148,10 +150,11 @@ class Workers:
         return self.counts_dir / "workers.log"
 
     def start(self, seconds: float = 60.0) -> Workers:
+        variable = "RABBITMQ_URL" if self.broker_url.startswith("amqp") else "REDIS_URL"
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RABBITMQ_URL")},
             "DATABASE_URL": self.database_url,
-            "REDIS_URL": self.redis_url,
+            variable: self.broker_url,
             "PYTHONUNBUFFERED": "1",
             "STEPWISE_BENCH_COUNTS": str(self.counts_dir),
             "STEPWISE_BENCH_POOL": str(self.threads + 2),
