@@ -20,7 +20,7 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,7 +189,7 @@ def measure_on(name: str, args: argparse.Namespace) -> Measured:
 
 
 def rows(results: list[Measured], args: argparse.Namespace) -> Iterator[tuple[str, ...]]:
-    def each(figure: Any) -> list[str]:
+    def each(figure: Callable[[Measured], str]) -> list[str]:
         return [figure(result) for result in results]
 
     def ms(p: float) -> list[str]:
