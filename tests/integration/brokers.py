@@ -56,6 +56,8 @@ class BrokerServer(abc.ABC):
 
     #: As the tests' messages say it.
     name: ClassVar[str]
+    #: As ``STEPWISE_TEST_BROKERS`` and the tests' ids say it.
+    key: ClassVar[str]
     #: The environment variable ``engine.broker.from_environment`` reads it from.
     variable: ClassVar[str]
     #: The command that starts the server again unless this variable names another.
@@ -103,6 +105,7 @@ class RedisServer(BrokerServer):
     each other's messages and look their ids up in the wrong PostgreSQL database."""
 
     name = "Redis"
+    key = "redis"
     variable = "REDIS_URL"
     start_variable = "STEPWISE_TEST_REDIS_START"
     keeps_messages = False
@@ -220,6 +223,7 @@ class RabbitmqServer(BrokerServer):
     hosts are two queues, so no other run takes our messages."""
 
     name = "RabbitMQ"
+    key = "rabbitmq"
     variable = "RABBITMQ_URL"
     start_variable = "STEPWISE_TEST_RABBITMQ_START"
     keeps_messages = True

@@ -57,9 +57,9 @@ GROUP BY a.id
 
 
 @pytest.fixture(scope="module")
-def database_url() -> Iterator[str]:
-    """A fresh PostgreSQL database with the engine's tables and the workload's."""
-    with fresh_database("stepwise_chaos", ChaosBase.metadata) as url:
+def database_url(broker_server: BrokerServer) -> Iterator[str]:
+    """A fresh PostgreSQL database with the engine's tables and the workload's, one per broker."""
+    with fresh_database(f"stepwise_chaos_{broker_server.key}", ChaosBase.metadata) as url:
         yield url
 
 

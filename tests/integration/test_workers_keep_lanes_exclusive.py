@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 import engine
 from engine import status
 from engine.models import Action, Invocation, Performance, Step
+from tests.integration.brokers import BrokerServer
 from tests.integration.deliveries import PROCESSES, THREADS, deliver, given_trucks
 from tests.integration.harness import WorkerGroup, fresh_database
 from tests.integration.intervals import overlapping_actions, overlapping_intervals, peak_parallelism
@@ -43,9 +44,9 @@ DEADLINE_SECONDS = 180.0
 
 
 @pytest.fixture(scope="module")
-def database_url() -> Iterator[str]:
-    """A fresh PostgreSQL database with the engine's tables and the workload's."""
-    with fresh_database("stepwise_integration", WorkloadBase.metadata) as url:
+def database_url(broker_server: BrokerServer) -> Iterator[str]:
+    """A fresh PostgreSQL database with the engine's tables and the workload's, one per broker."""
+    with fresh_database(f"stepwise_integration_{broker_server.key}", WorkloadBase.metadata) as url:
         yield url
 
 

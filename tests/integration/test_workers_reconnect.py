@@ -51,9 +51,9 @@ GRACE = timedelta(seconds=2)
 
 
 @pytest.fixture(scope="module")
-def database_url() -> Iterator[str]:
-    """A fresh PostgreSQL database with the engine's tables and the workload's."""
-    with fresh_database("stepwise_reconnect", WorkloadBase.metadata) as url:
+def database_url(broker_server: BrokerServer) -> Iterator[str]:
+    """A fresh PostgreSQL database with the engine's tables and the workload's, one per broker."""
+    with fresh_database(f"stepwise_reconnect_{broker_server.key}", WorkloadBase.metadata) as url:
         yield url
 
 
