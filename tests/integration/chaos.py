@@ -49,7 +49,11 @@ THREADS = 4
 KILL_EVERY = 3.0
 SWEEP_EVERY = 1.0
 GRACE_SECONDS = 3.0
-DEADLINE_SECONDS = 240.0
+#: Measured on a shared 2-core machine: 76-180 s on Redis and 119-204 s on RabbitMQ (whose
+#: restart keeps it down ~11 s, and its consumers reconnect 3 s later), the slower figures at
+#: a load average of 8-9 from other runs. The deadline only bounds how long a stuck run takes
+#: to fail.
+DEADLINE_SECONDS = 360.0
 
 
 @dataclass
