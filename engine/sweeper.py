@@ -152,19 +152,27 @@ class _Sweep:
         self.giving_up.append(partial(fail, self.session, error, **ids))
 
 
-def _admissions(sweep: _Sweep) -> None:
-    invocations = sweep.session.scalars(
-        select(Invocation)
-        .where(
-            Invocation.settled_at.is_(None),  # ix_stepwise_invocations_unsettled
-            Invocation.created_at < sweep.cutoff,
-            Invocation.kind == "action",
-            sweep.due(Invocation),
+def _unsettled(sweep: _Sweep, kind: str) -> list[Invocation]:
+    """The oldest invocations of ``kind`` never settled and due for a re-send, skipping
+    those a live worker holds."""
+    return list(
+        sweep.session.scalars(
+            select(Invocation)
+            .where(
+                Invocation.settled_at.is_(None),  # ix_stepwise_invocations_unsettled
+                Invocation.created_at < sweep.cutoff,
+                Invocation.kind == kind,
+                sweep.due(Invocation),
+            )
+            .order_by(Invocation.created_at)
+            .limit(sweep.limit)
+            .with_for_update(skip_locked=True)
         )
-        .order_by(Invocation.created_at)
-        .limit(sweep.limit)
-        .with_for_update(skip_locked=True)
-    ).all()
+    )
+
+
+def _admissions(sweep: _Sweep) -> None:
+    invocations = _unsettled(sweep, "action")
     for invocation in invocations:
         if sweep.resend(invocation):
             parent = _step_action(sweep.session, invocation.parent_step_id)
@@ -302,18 +310,7 @@ def _job_named(name: str) -> Any:
 
 def _completions(sweep: _Sweep) -> None:
     """``complete_later`` requests never carried out."""
-    requests = sweep.session.scalars(
-        select(Invocation)
-        .where(
-            Invocation.settled_at.is_(None),  # ix_stepwise_invocations_unsettled
-            Invocation.created_at < sweep.cutoff,
-            Invocation.kind == "complete",
-            sweep.due(Invocation),
-        )
-        .order_by(Invocation.created_at)
-        .limit(sweep.limit)
-        .with_for_update(skip_locked=True)
-    ).all()
+    requests = _unsettled(sweep, "complete")
     for request in requests:
         action = sweep.session.get(Action, request.action_id) if request.action_id else None
         if sweep.resend(request):
