@@ -165,7 +165,10 @@ WORKER_TIMEOUT_VARIABLE = "dramatiq_worker_timeout"
         type=int,
         default=IDLE_POLL_MS,
         metavar="MS",
-        help=f"an idle worker's longest wait between polls of Redis (default {IDLE_POLL_MS})",
+        help=(
+            f"an idle worker's longest wait between polls of Redis, and for delayed messages on "
+            f"RabbitMQ (default {IDLE_POLL_MS})"
+        ),
     ),
 )
 def worker(args: argparse.Namespace) -> int:
