@@ -79,14 +79,7 @@ def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | N
         definition = find_or_add(type(actor), invocation.name)
         args = list(arguments.load(session, invocation.arguments_json))
     except (ActorNotFound, UnknownAction) as error:
-        candidate = Action(
-            actor_type=invocation.actor_type,
-            actor_id=invocation.actor_id,
-            name=invocation.name,
-            status=status.FAILED,
-        )
-        candidate.record_error(error)
-        return settle_unadmitted(session, invocation, candidate, "failed", error=error)
+        return fail_unadmitted(session, invocation, error)
     parent_action = _parent_action(session, invocation)
     candidate = Action(
         actor_type=invocation.actor_type,
@@ -161,6 +154,21 @@ def attach(session: Session, invocation: Invocation, existing: Action) -> Action
     _settle(session, invocation, "attached", existing)
     history.record(session, existing, "attached", invocation_id=invocation.id)
     return existing
+
+
+def fail_unadmitted(
+    session: Session, invocation: Invocation, error: BaseException, cause: str = history.WORKER
+) -> Action:
+    """The invocation ends failed without becoming an action (its actor or definition is
+    gone, or the sweeper gave up on it)."""
+    candidate = Action(
+        actor_type=invocation.actor_type,
+        actor_id=invocation.actor_id,
+        name=invocation.name,
+        status=status.FAILED,
+    )
+    candidate.record_error(error)
+    return settle_unadmitted(session, invocation, candidate, "failed", error=error, cause=cause)
 
 
 def settle_unadmitted(

@@ -258,11 +258,6 @@ def transaction() -> Iterator[Session]:
             raise
 
 
-def is_postgres(s: Session) -> bool:
-    bind = s.get_bind()
-    return bind.dialect.name == "postgresql"
-
-
 def is_retryable(error: BaseException) -> bool:
     """A deadlock, a serialization failure, a busy SQLite file or a lost connection (the
     pool then holds only new ones): the transaction can be run again from the start."""

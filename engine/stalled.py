@@ -13,8 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from . import clock, history, performance, status
-from .action import Action, error_data
-from .admission import settle_unadmitted
+from .action import Action, error_class, error_data
+from .admission import fail_unadmitted
 from .completion import complete_action, conclude
 from .errors import Stalled
 from .invocation import Invocation
@@ -58,7 +58,7 @@ def completion(request: Invocation) -> Stalled:
 
 
 def _store(invocation: Invocation, error: Stalled) -> None:
-    invocation.error_class = f"{type(error).__module__}.{type(error).__qualname__}"
+    invocation.error_class = error_class(error)
     invocation.error_message = str(error)[:2000]
 
 
@@ -77,14 +77,7 @@ def fail_admission(session: Session, error: Stalled, *, invocation_id: int) -> b
     invocation = _locked_invocation(session, invocation_id)
     if invocation is None or invocation.settled_at is not None:
         return False
-    candidate = Action(
-        actor_type=invocation.actor_type,
-        actor_id=invocation.actor_id,
-        name=invocation.name,
-        status=status.FAILED,
-    )
-    candidate.record_error(error)
-    settle_unadmitted(session, invocation, candidate, "failed", error=error, cause=history.SWEEPER)
+    fail_unadmitted(session, invocation, error, cause=history.SWEEPER)
     return True
 
 

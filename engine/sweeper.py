@@ -226,26 +226,33 @@ def _timeouts(sweep: _Sweep) -> None:
             sweep.give_up(stalled.fail_action, error, action_id=action.id)
 
 
+def _current_steps(sweep: _Sweep, *conditions: Any) -> list[Any]:
+    """The current steps of performing actions that match ``conditions`` and are due for a
+    re-send, with their actions, skipping the steps a live worker holds (its lease)."""
+    return list(
+        sweep.session.execute(
+            select(Step, Action)
+            .join(
+                Action,
+                and_(Action.id == Step.action_id, Action.current_step_index == Step.definition_index),
+            )
+            .where(Action.status == status.PERFORMING, *conditions, sweep.due(Step))
+            .order_by(Step.id)
+            .limit(sweep.limit)
+            .with_for_update(skip_locked=True, of=Step)
+        ).all()
+    )
+
+
 def _steps(sweep: _Sweep) -> None:
-    rows = sweep.session.execute(
-        select(Step, Action)
-        .join(
-            Action,
-            and_(Action.id == Step.action_id, Action.current_step_index == Step.definition_index),
-        )
-        .where(
-            Action.status == status.PERFORMING,
-            Step.status == status.STEP_PERFORMING,
-            Step.performed_at.is_(None),  # ix_stepwise_steps_unperformed
-            Step.created_at < sweep.cutoff,
-            # Opened and never run, or a retry whose message did not come.
-            or_(Step.retry_at.is_(None), Step.retry_at < sweep.cutoff),
-            sweep.due(Step),
-        )
-        .order_by(Step.id)
-        .limit(sweep.limit)
-        .with_for_update(skip_locked=True, of=Step)
-    ).all()
+    rows = _current_steps(
+        sweep,
+        Step.status == status.STEP_PERFORMING,
+        Step.performed_at.is_(None),  # ix_stepwise_steps_unperformed
+        Step.created_at < sweep.cutoff,
+        # Opened and never run, or a retry whose message did not come.
+        or_(Step.retry_at.is_(None), Step.retry_at < sweep.cutoff),
+    )
     for step, action in rows:
         if sweep.resend(step):
             _recovered(sweep, broker.PERFORM_STEP, step, action, step_id=step.id, attempt=step.attempt)
@@ -260,24 +267,13 @@ def _jobs(sweep: _Sweep) -> None:
     """Job-backed actions awaiting their job, whose send was never confirmed: the step
     that sent it concluded (in the transaction that would have advanced the action), and
     the action performs on."""
-    rows = sweep.session.execute(
-        select(Step, Action)
-        .join(
-            Action,
-            and_(Action.id == Step.action_id, Action.current_step_index == Step.definition_index),
-        )
-        .where(
-            Action.status == status.PERFORMING,
-            Action.job.is_not(None),
-            Step.status == status.STEP_SUCCEEDED,
-            Step.job_sent_at.is_(None),
-            Step.performed_at < sweep.cutoff,
-            sweep.due(Step),
-        )
-        .order_by(Step.id)
-        .limit(sweep.limit)
-        .with_for_update(skip_locked=True, of=Step)
-    ).all()
+    rows = _current_steps(
+        sweep,
+        Action.job.is_not(None),
+        Step.status == status.STEP_SUCCEEDED,
+        Step.job_sent_at.is_(None),
+        Step.performed_at < sweep.cutoff,
+    )
     for step, action in rows:
         job = _job_named(action.job or "")
         if job is None:
