@@ -185,9 +185,10 @@ def queued_counts(session: Session, lane_ids: Sequence[int]) -> dict[int, int]:
     found = dict.fromkeys(lane_ids, 0)
     for part in chunks(list(lane_ids)):
         for lane_id, count in session.execute(
-            select(Action.performance_id, func.count())
-            .where(Action.performance_id.in_(part), Action.status == status.PENDING)
-            .group_by(Action.performance_id)
+            select(Performance.id, func.count())
+            .join(Action, Action.concurrency_key == Performance.concurrency_key)
+            .where(Performance.id.in_(part), Action.status == status.PENDING)
+            .group_by(Performance.id)
         ):
             if lane_id is not None:
                 found[lane_id] = count

@@ -114,7 +114,8 @@ def queue(
     """A page of a lane's pending actions, oldest first, and the id to continue after."""
     query = (
         select(Action)
-        .where(Action.performance_id == lane_id, Action.status == status.PENDING, Action.id != current_id)
+        .join(Performance, Performance.concurrency_key == Action.concurrency_key)
+        .where(Performance.id == lane_id, Action.status == status.PENDING, Action.id != current_id)
         .order_by(Action.id)
         .limit(limit + 1)
     )
@@ -197,25 +198,26 @@ def _waits_on_children(step: Step) -> bool:
 
 def _queues(session: Session, lane_ids: list[int], current_ids: list[int]) -> dict[int, list[Action]]:
     """Up to QUEUE_SHOWN + 1 pending actions per lane (the extra one says there are more)."""
-    rank = func.row_number().over(partition_by=Action.performance_id, order_by=Action.id).label("rank")
+    rank = func.row_number().over(partition_by=Performance.id, order_by=Action.id).label("rank")
     ranked = (
-        select(Action.id, rank)
+        select(Action.id, Performance.id.label("lane_id"), rank)
+        .join(Performance, Performance.concurrency_key == Action.concurrency_key)
         .where(
-            Action.performance_id.in_(lane_ids),
+            Performance.id.in_(lane_ids),
             Action.status == status.PENDING,
             Action.id.not_in(current_ids),
         )
         .subquery()
     )
-    rows = session.scalars(
-        select(Action)
+    rows = session.execute(
+        select(Action, ranked.c.lane_id)
         .join(ranked, ranked.c.id == Action.id)
         .where(ranked.c.rank <= QUEUE_SHOWN + 1)
         .order_by(Action.id)
     )
     queues: dict[int, list[Action]] = {}
-    for action in rows:
-        queues.setdefault(action.performance_id or 0, []).append(action)
+    for action, lane_id in rows:
+        queues.setdefault(lane_id, []).append(action)
     return queues
 
 

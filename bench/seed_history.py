@@ -91,7 +91,7 @@ ACTIONS = """
 INSERT INTO stepwise_actions (
     id, actor_type, actor_id, name, arguments, status, root, root_id, outbound, job,
     concurrency_key, checksum_key, checksum, current_step_index, timeout_seconds, deadline_at,
-    performance_id, superseded_by_id, error_class, error_message, error_traceback,
+    superseded_by_id, error_class, error_message, error_traceback,
     started_at, completed_at, created_at, updated_at)
 SELECT id, 'Tree', tree::text, name,
        CASE WHEN k = 0 THEN '[]'::json ELSE json_build_array(k) END,
@@ -103,7 +103,6 @@ SELECT id, 'Tree', tree::text, name,
        CASE WHEN k = 0 THEN 1 ELSE 0 END,
        CASE WHEN kind = 'timed_out' AND k = 0 THEN 60 END,
        CASE WHEN kind = 'timed_out' AND k = 0 THEN at + interval '60 seconds' END,
-       NULL,
        CASE WHEN kind = 'superseded' AND k = 1 THEN id + 1 END,
        CASE WHEN kind = 'failed' AND k = 4 THEN 'builtins.RuntimeError' END,
        CASE WHEN kind = 'failed' AND k = 4 THEN 'the leaf broke' END,

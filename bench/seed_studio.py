@@ -35,11 +35,11 @@ def seed_live(connection: psycopg.Connection[Any]) -> None:
         SELECT lane, lane_key, head, 'Tree/' || (%(tree0)s + g) || '/approve', at, at FROM lanes
     ), actions AS (
         INSERT INTO stepwise_actions (id, actor_type, actor_id, name, arguments, status, root, outbound,
-            concurrency_key, checksum_key, current_step_index, performance_id, started_at,
+            concurrency_key, checksum_key, current_step_index, started_at,
             created_at, updated_at)
         SELECT id, 'Tree', (%(tree0)s + g)::text, 'approve', json_build_array(q),
                CASE WHEN q = 0 THEN 'performing' ELSE 'pending' END, true, true,
-               lane_key, 'Tree/' || (%(tree0)s + g) || '/approve', 0, lane,
+               lane_key, 'Tree/' || (%(tree0)s + g) || '/approve', 0,
                CASE WHEN q = 0 THEN at END, at + make_interval(secs => q), at + make_interval(secs => q)
         FROM queued
     ), steps AS (

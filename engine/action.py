@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import (
     JSON,
     BigInteger,
-    ForeignKey,
     Index,
     String,
     Text,
@@ -54,7 +53,16 @@ class Action(Timestamps, Base):
         Index("ix_stepwise_actions_status_name", "status", "name"),
         Index("ix_stepwise_actions_started_at", "started_at"),
         Index("ix_stepwise_actions_completed_at", "completed_at"),
-        Index("ix_stepwise_actions_performance", "performance_id", "id"),
+        # A lane's live members, oldest first (admission, advancing, the studio's queues):
+        # only incomplete actions, so a lane that never drains is not slowed by the
+        # completed and superseded work of its key.
+        Index(
+            "ix_stepwise_actions_lane",
+            "concurrency_key",
+            "id",
+            sqlite_where=text("status IN ('pending', 'performing')"),
+            postgresql_where=text("status IN ('pending', 'performing')"),
+        ),
         # Invariant 1: at most one performing action per lane, whatever the workers do.
         Index(
             "uq_stepwise_actions_one_performing_per_lane",
@@ -84,9 +92,6 @@ class Action(Timestamps, Base):
     checksum: Mapped[str | None] = mapped_column(String(64))
     current_step_index: Mapped[int] = mapped_column(default=0)
     deadline_at: Mapped[datetime | None]
-    performance_id: Mapped[int | None] = mapped_column(
-        ForeignKey("stepwise_performances.id", ondelete="SET NULL")
-    )
     superseded_by_id: Mapped[int | None] = mapped_column(BigInteger)
     after_callbacks_succeeded_count: Mapped[int | None]
     after_callbacks_failed_count: Mapped[int | None]
@@ -116,7 +121,6 @@ class Action(Timestamps, Base):
         order_by="Step.id",
         viewonly=True,
     )
-    performance: Mapped[Performance | None] = relationship(foreign_keys=[performance_id], viewonly=True)
 
     def __repr__(self) -> str:
         return f"<Action {self.id} {self.actor_type}/{self.actor_id}.{self.name} {self.status}>"
@@ -126,6 +130,24 @@ class Action(Timestamps, Base):
     @property
     def tree_id(self) -> int:
         return self.root_id if self.root_id is not None else self.id
+
+    @property
+    def performance(self) -> Performance | None:
+        """The lane this action is in: its key's lane while it is pending or performing
+        (membership follows from the key and the status; no column keeps it)."""
+        from .performance import Performance  # the lane table imports this one
+
+        session = object_session(self)
+        if session is None or self.status not in status.INCOMPLETE:
+            return None
+        return session.scalars(
+            select(Performance).where(Performance.concurrency_key == self.concurrency_key)
+        ).one_or_none()
+
+    @property
+    def performance_id(self) -> int | None:
+        lane = self.performance
+        return lane.id if lane is not None else None
 
     @property
     def tenancy_key(self) -> str:

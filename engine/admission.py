@@ -225,7 +225,7 @@ def obtain_for(
                 candidate.id = None  # type: ignore[assignment]
                 continue
             history.record(session, candidate, "admitted", lane=key, invocation_id=invocation.id)
-            perform(session, candidate, performance_id=lane_id)
+            perform(session, candidate)
             return candidate
         current = session.get(Action, lane.action_id, populate_existing=True)
         if (
@@ -244,7 +244,6 @@ def obtain_for(
                     and existing.checksum == candidate.checksum
                 ):
                     return attach(session, invocation, existing)
-        candidate.performance_id = lane.id
         session.add(candidate)
         session.flush()
         history.record(session, candidate, "queued", lane=key, invocation_id=invocation.id)
@@ -257,15 +256,15 @@ def obtain_for(
 def supersede(session: Session, old: Action, new: Action) -> None:
     """``new`` replaces the queued ``old``: everyone waiting on ``old`` now waits on ``new``."""
 
-    # It leaves the lane with the same write: a lane that never drains keeps only its live
-    # members, and admission reads only those (not every action superseded so far).
+    # It leaves the lane with the same write (membership is the key and an incomplete
+    # status): a lane that never drains keeps only its live members in the lane index, and
+    # admission reads only those (not every action superseded so far).
     if not write_status(
         session,
         old,
         status.SUPERSEDED,
         completed_at=new.created_at,
         superseded_by_id=new.id,
-        performance_id=None,
     ):
         return
     session.execute(
@@ -300,7 +299,7 @@ def lane_actions(session: Session, lane: Performance) -> list[Action]:
     return list(
         session.scalars(
             select(Action)
-            .where(Action.performance_id == lane.id, Action.status.in_(status.INCOMPLETE))
+            .where(Action.concurrency_key == lane.concurrency_key, Action.status.in_(status.INCOMPLETE))
             .order_by(Action.id)
             .execution_options(populate_existing=True)
         )

@@ -124,7 +124,7 @@ def finalize(
     already completed (nothing changes then)."""
     if to not in status.COMPLETIONS:
         raise InvalidTransition(f"actions complete as one of {sorted(status.COMPLETIONS)}, not {to!r}")
-    values: dict[str, Any] = {"completed_at": clock.now(), "performance_id": None}
+    values: dict[str, Any] = {"completed_at": clock.now()}
     if not write_status(session, action, to, **values):
         return False
     if error is not None:
@@ -221,7 +221,7 @@ def forward(
         return  # not in a lane (it should be): completed all the same rather than stranded
     if completing.id != lane.action_id:
         return  # a queued action left the lane; the current one keeps it
-    parameters = {"lane_id": lane.id, "completing_id": completing.id}
+    parameters = {"key": lane.concurrency_key, "completing_id": completing.id}
     if performance.close_if_empty(session, lane, completing.id):
         return
     upcoming = session.scalars(_UPCOMING, parameters).one()
@@ -235,7 +235,7 @@ def forward(
 _UPCOMING = (
     select(Action)
     .where(
-        Action.performance_id == bindparam("lane_id"),
+        Action.concurrency_key == bindparam("key"),
         Action.status.in_(status.INCOMPLETE),
         Action.id != bindparam("completing_id"),
     )

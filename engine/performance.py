@@ -45,7 +45,11 @@ class Performance(Timestamps, Base):
         primaryjoin="foreign(Performance.action_id) == Action.id", viewonly=True
     )
     actions: Mapped[list[Action]] = relationship(
-        primaryjoin="Performance.id == foreign(Action.performance_id)",
+        # Its live members: the actions of its key still pending or performing.
+        primaryjoin=(
+            "and_(Performance.concurrency_key == foreign(Action.concurrency_key), "
+            "Action.status.in_(['pending', 'performing']))"
+        ),
         order_by="Action.id",
         viewonly=True,
     )
@@ -98,10 +102,11 @@ def set_current(lane: Performance, action: Action) -> None:
 
 
 def close_if_empty(session: Session, lane: Performance, completing_id: int) -> bool:
-    """Remove the lane when no incomplete action is left in it but ``completing_id`` (its
-    members' ``performance_id`` goes NULL with it, ON DELETE SET NULL): True if removed.
-    The caller holds the lane's lock, which every joining action needs."""
-    removed = session.connection().execute(_CLOSE, {"lane_id": lane.id, "completing_id": completing_id})
+    """Remove the lane when no incomplete action is left in it but ``completing_id``: True
+    if removed. The caller holds the lane's lock, which every joining action needs."""
+    removed = session.connection().execute(
+        _CLOSE, {"lane_id": lane.id, "key": lane.concurrency_key, "completing_id": completing_id}
+    )
     if removed.first() is None:
         return False
     session.expunge(lane)
@@ -114,7 +119,7 @@ _CLOSE = (
     .where(
         Performance.id == bindparam("lane_id"),
         ~exists().where(
-            _members.performance_id == bindparam("lane_id"),
+            _members.concurrency_key == bindparam("key"),
             _members.status.in_(status.INCOMPLETE),
             _members.id != bindparam("completing_id"),
         ),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 import engine
@@ -245,7 +245,7 @@ def seed_actions(session: Session, count: int, **values: object) -> None:
     session.flush()
     seeded = session.execute(
         select(Action.id, Action.concurrency_key).where(
-            Action.performance_id.is_(None), Action.status == values["status"]
+            Action.concurrency_key.like(f"bulk/{prefix}/%"), Action.status == values["status"]
         )
     ).all()
     lanes = [
@@ -253,13 +253,6 @@ def seed_actions(session: Session, count: int, **values: object) -> None:
         for action_id, key in seeded
     ]
     session.execute(insert(Performance), lanes)
-    session.execute(
-        update(Action)
-        .where(Action.performance_id.is_(None))
-        .values(
-            performance_id=select(Performance.id).where(Performance.action_id == Action.id).scalar_subquery()
-        )
-    )
     session.commit()
 
 

@@ -133,12 +133,10 @@ def reopen(session: Session, action: Action, *, cause: str, by: str | None, reas
         lane = Performance(concurrency_key=action.concurrency_key, action_id=action.id)
         session.add(lane)
         session.flush()
-        action.performance_id = lane.id
         set_current(lane, action)
         session.flush()
         perform(session, action, cause=cause)
     else:
-        action.performance_id = lane.id
         session.flush()
 
 
