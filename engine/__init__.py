@@ -36,6 +36,7 @@ from .migrate import create_all, upgrade
 from .outbound import complete, complete_action, complete_later
 from .performance import Performance
 from .registry import register_service
+from .result import Child, result_of
 from .retry import RetryPolicy
 from .step import Step
 from .step_context import StepContext
@@ -57,6 +58,8 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "complete_action",
     "complete_later",
     "Completion",
+    "result_of",
+    "Child",
     "forget_achievement",
     "checksum",
     "handling",

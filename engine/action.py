@@ -33,7 +33,6 @@ from .definition import Definition, find_or_add
 from .errors import InvalidTransition
 
 if TYPE_CHECKING:
-    from .performance import Performance
     from .step import Step
 
 
@@ -95,8 +94,10 @@ class Action(Timestamps, Base):
     superseded_by_id: Mapped[int | None] = mapped_column(BigInteger)
     after_callbacks_succeeded_count: Mapped[int | None]
     after_callbacks_failed_count: Mapped[int | None]
-    #: The payload given when the action was completed from outside (webhook, operator).
-    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    #: What the action returned (its last step, a ``finish`` decision), or the payload it
+    #: was completed with from outside (webhook, operator); JSON in the form of
+    #: ``engine.arguments`` (``engine.result_of`` reads it back).
+    result: Mapped[Any] = mapped_column(JSON, nullable=True)
     error_class: Mapped[str | None] = mapped_column(String(255))
     error_message: Mapped[str | None] = mapped_column(Text)
     error_traceback: Mapped[str | None] = mapped_column(Text)
@@ -130,24 +131,6 @@ class Action(Timestamps, Base):
     @property
     def tree_id(self) -> int:
         return self.root_id if self.root_id is not None else self.id
-
-    @property
-    def performance(self) -> Performance | None:
-        """The lane this action is in: its key's lane while it is pending or performing
-        (membership follows from the key and the status; no column keeps it)."""
-        from .performance import Performance  # the lane table imports this one
-
-        session = object_session(self)
-        if session is None or self.status not in status.INCOMPLETE:
-            return None
-        return session.scalars(
-            select(Performance).where(Performance.concurrency_key == self.concurrency_key)
-        ).one_or_none()
-
-    @property
-    def performance_id(self) -> int | None:
-        lane = self.performance
-        return lane.id if lane is not None else None
 
     @property
     def tenancy_key(self) -> str:
@@ -263,16 +246,19 @@ def _forget_loaded(action: Action | None, attributes: Any) -> None:
         action.__dict__.pop("_actor", None)
 
 
-def write_status(session: Session, action: Action, to: str, **values: Any) -> bool:
-    """Move ``action`` to ``to`` if the diagram allows it from its current stored status.
+def write_status(
+    session: Session, action: Action, to: str, only_from: frozenset[str] | None = None, **values: Any
+) -> bool:
+    """Move ``action`` to ``to`` if the diagram allows it from its current stored status
+    (and that status is in ``only_from``, when given).
 
     One guarded UPDATE: it matches nothing when another transaction completed the action
     first, and then this returns False and changes nothing."""
-    sources = status.sources_of(to)
+    sources = status.sources_of(to) if only_from is None else status.sources_of(to) & only_from
     if not sources:
         raise InvalidTransition(f"no status may move to {to!r}")
     now = clock.now()
-    statement = _status_update(to, tuple(sorted(values)))
+    statement = _status_update(to, tuple(sorted(values)), frozenset(sources))
     parameters = {f"v_{key}": value for key, value in values.items()}
     result = session.connection().execute(statement, {"action_id": action.id, "now": now, **parameters})
     if result.rowcount != 1:
@@ -285,12 +271,12 @@ def write_status(session: Session, action: Action, to: str, **values: Any) -> bo
 
 
 @functools.cache
-def _status_update(to: str, keys: tuple[str, ...]) -> Update:
+def _status_update(to: str, keys: tuple[str, ...], sources: frozenset[str]) -> Update:
     """The guarded UPDATE of ``write_status``, built once per target status and columns."""
     table = Action.__table__.c
     return (
         update(Action.__table__)  # type: ignore[arg-type]
-        .where(table.id == bindparam("action_id"), table.status.in_(status.sources_of(to)))
+        .where(table.id == bindparam("action_id"), table.status.in_(sorted(sources)))
         .values(status=to, updated_at=bindparam("now"), **{key: bindparam(f"v_{key}") for key in keys})
     )
 

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from . import achievement, broker, clock, history, performance, status
 from .action import Action, error_data, write_status
 from .config import run_user_code
-from .errors import ActorNotFound, InvalidTransition, UnknownAction
+from .errors import ActorNotFound, ArgumentError, Failed, InvalidTransition, LoopLimit, UnknownAction
 from .invocation import Invocation
 from .performance import Performance, set_current
 from .step import Step, decrement, open_step
@@ -63,30 +63,94 @@ def perform(session: Session, action: Action, cause: str = history.WORKER, **val
 
 
 def accomplished(session: Session, action: Action, step: Step) -> None:
-    """A step of ``action`` concluded: fail the action, start its next step, or complete it
-    (an outbound action stays performing until something completes it)."""
-    # Under the lane's lock, read the status afresh: a timeout or an outside completion
-    # may have completed the action while its step body ran.
+    """A step of ``action`` concluded: fail the action, start the next step (or the one
+    its body decided on), or complete it (an outbound action stays performing until
+    something completes it)."""
     lane = performance.lock(session, action.concurrency_key)
+    # Under the lane's lock, the action's status is read afresh: a timeout or an outside
+    # completion may have completed it while its step body ran. When this step ends the
+    # action, the guarded write of its completion is that read (one statement, not two).
+    if step.status == status.STEP_FAILED:
+        forward(session, lane, action, status.FAILED, unperformed_steps=False, only_from=_PERFORMING)
+        return
+    decision = step.decision or {}
+    try:
+        definition = action.definition
+        steps = len(definition.all_steps())
+        target = definition.step_index(decision["go_to"]) if "go_to" in decision else None
+    except (ActorNotFound, UnknownAction, ArgumentError) as gone:  # a deploy changed it meanwhile
+        forward(
+            session, lane, action, status.FAILED, error=gone, unperformed_steps=False, only_from=_PERFORMING
+        )
+        return
+    if decision:
+        return _decided(session, lane, action, step, decision, target)
+    if steps <= action.current_step_index + 1 and not action.outbound:
+        forward(
+            session,
+            lane,
+            action,
+            status.SUCCEEDED,
+            unperformed_steps=False,
+            only_from=_PERFORMING,
+            result=step.result,
+        )
+        return
     session.refresh(action, ["status"])
     if action.status != status.PERFORMING:
-        return
-    if step.status == status.STEP_FAILED:
-        forward(session, lane, action, status.FAILED, unperformed_steps=False)
-        return
-    try:
-        steps = len(action.definition.all_steps())
-    except (ActorNotFound, UnknownAction) as gone:  # a deploy removed the action meanwhile
-        forward(session, lane, action, status.FAILED, error=gone, unperformed_steps=False)
         return
     if steps > action.current_step_index + 1:
         action.current_step_index += 1
         action.store_arguments()
         open_step(session, action)
-    elif not action.outbound:
-        forward(session, lane, action, status.SUCCEEDED, unperformed_steps=False)
     else:
         history.record(session, action, "awaiting_completion")
+
+
+def _decided(
+    session: Session,
+    lane: Performance | None,
+    action: Action,
+    step: Step,
+    decision: dict[str, Any],
+    target: int | None,
+) -> None:
+    """Carry out the decision of ``step``'s body: finish, fail, or go to step ``target``."""
+    names = action.definition.step_names()
+    source = names[step.definition_index] if step.definition_index < len(names) else None
+    if "finish" in decision:
+        history.record(session, action, "decided", step_id=step.id, finish=True, step=source)
+        forward(session, lane, action, status.SUCCEEDED, only_from=_PERFORMING, result=step.result)
+        return
+    if "fail" in decision:
+        history.record(session, action, "decided", step_id=step.id, fail=decision["fail"], step=source)
+        forward(session, lane, action, status.FAILED, error=Failed(decision["fail"]), only_from=_PERFORMING)
+        return
+    assert target is not None
+    visits = session.scalar(_VISITS, {"action_id": action.id, "index": target}) or 0
+    cap = action.definition.max_visits(target)
+    if visits >= cap:
+        error = LoopLimit(
+            f"action {action.id} ({action.name}) would run step {names[target]!r} a {visits + 1}th "
+            f"time, more than its max_visits ({cap}); raise it with @{action.name}.step(max_visits=…) "
+            f"if the loop is meant to run longer"
+        )
+        forward(session, lane, action, status.FAILED, error=error, only_from=_PERFORMING)
+        return
+    session.refresh(action, ["status"])
+    if action.status != status.PERFORMING:
+        return
+    history.record(session, action, "decided", step_id=step.id, go_to=names[target], step=source)
+    action.current_step_index = target
+    action.store_arguments()
+    open_step(session, action, visit=visits + 1)
+
+
+#: How often an action has run the step at ``index`` so far.
+_VISITS = select(func.max(Step.visit)).where(
+    Step.action_id == bindparam("action_id"), Step.definition_index == bindparam("index")
+)
+_PERFORMING = frozenset({status.PERFORMING})
 
 
 def run_callbacks(session: Session, action: Action, completed_status: str) -> None:
@@ -117,15 +181,20 @@ def finalize(
     error: BaseException | None = None,
     note: str | None = None,
     unperformed_steps: bool = True,
+    only_from: frozenset[str] | None = None,
+    result: Any = None,
 ) -> bool:
     """Complete ``action`` with status ``to`` once: run its after-callbacks, leave its lane,
     close the steps whose body never ran (``unperformed_steps=False``: it has none), grant
-    its achievement, and conclude the parent steps waiting on it. False when the action was
-    already completed (nothing changes then)."""
+    its achievement, and conclude the parent steps waiting on it. ``result`` (stored form)
+    becomes its result when given. False when the action was already completed, or its
+    stored status is not in ``only_from`` (nothing changes then)."""
     if to not in status.COMPLETIONS:
         raise InvalidTransition(f"actions complete as one of {sorted(status.COMPLETIONS)}, not {to!r}")
     values: dict[str, Any] = {"completed_at": clock.now()}
-    if not write_status(session, action, to, **values):
+    if result is not None:
+        values["result"] = result
+    if not write_status(session, action, to, only_from, **values):
         return False
     if error is not None:
         action.record_error(error)
@@ -203,11 +272,14 @@ def forward(
     note: str | None = None,
     error: BaseException | None = None,
     unperformed_steps: bool = True,
+    only_from: frozenset[str] | None = None,
+    result: Any = None,
 ) -> None:
-    """Complete ``completing`` and move its lane on: the caller holds the lane's lock and
-    has read the action's status under it. A step that concludes its action leaves no step
-    whose body never ran (``unperformed_steps=False``)."""
-    finalize(
+    """Complete ``completing`` and move its lane on: the caller holds the lane's lock (and
+    has read the action's status under it, or passes the statuses it may complete from as
+    ``only_from``). A step that concludes its action leaves no step whose body never ran
+    (``unperformed_steps=False``)."""
+    completed = finalize(
         session,
         completing,
         to,
@@ -216,7 +288,11 @@ def forward(
         note=note,
         error=error,
         unperformed_steps=unperformed_steps,
+        only_from=only_from,
+        result=result,
     )
+    if not completed:
+        return  # completed meanwhile: whoever did moved the lane on
     if lane is None:
         return  # not in a lane (it should be): completed all the same rather than stranded
     if completing.id != lane.action_id:
@@ -250,7 +326,10 @@ def resume_step(session: Session, action: Action) -> None:
     has not run, or move on if it already succeeded; a step still waiting on children
     keeps waiting."""
     step = session.scalars(
-        select(Step).where(Step.action_id == action.id, Step.definition_index == action.current_step_index)
+        select(Step)
+        .where(Step.action_id == action.id, Step.definition_index == action.current_step_index)
+        .order_by(Step.visit.desc())
+        .limit(1)
     ).one_or_none()
     if step is None:
         open_step(session, action)

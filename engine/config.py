@@ -27,13 +27,18 @@ def handles(error: BaseException) -> bool:
 
 def run_user_code(fn: Callable[..., Any], *args: Any) -> BaseException | None:
     """Call ``fn``; return the handled exception it raised, or None. Unhandled ones propagate."""
+    return call_user_code(fn, *args)[1]
+
+
+def call_user_code(fn: Callable[..., Any], *args: Any) -> tuple[Any, BaseException | None]:
+    """Call ``fn``: what it returned and None, or None and the handled exception it
+    raised. Unhandled ones propagate."""
     try:
-        fn(*args)
+        return fn(*args), None
     except Exception as error:
         if handles(error):
-            return error
+            return None, error
         raise
-    return None
 
 
 @contextmanager

@@ -31,6 +31,9 @@ KeyOption = str | Sequence[str] | property | Callable[..., Any] | None
 TimeoutOption = timedelta | int | float | str | Callable[..., Any] | None
 #: The longest concurrency or checksum key the key columns hold.
 KEY_LENGTH = 255
+#: How often one action may run the same step (a decision going back to it) unless the
+#: step says otherwise: a loop past it fails the action instead of running forever.
+MAX_VISITS = 10
 
 
 def takes_step(fn: Callable[..., Any]) -> bool:
@@ -71,6 +74,8 @@ class Definition:
         self.prepended: list[StepFn] = []
         self.before_hook: Hook | None = None
         self.callbacks: list[tuple[str, Hook]] = []
+        #: ``max_visits`` of the steps that set one, by step name.
+        self.visit_caps: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"<Definition {self.actor_class.__name__}.{self.name}>"
@@ -83,6 +88,7 @@ class Definition:
         mine.steps = list(self.steps)
         mine.prepended = list(self.prepended)
         mine.callbacks = list(self.callbacks)
+        mine.visit_caps = dict(self.visit_caps)
         return mine
 
     # --- declaring --------------------------------------------------------------------
@@ -95,10 +101,20 @@ class Definition:
             self.method = fn
         return self
 
-    def step(self, fn: StepFn) -> StepFn:
-        """Append a step: ``fn(actor, step, *arguments)``."""
-        self.steps.append(fn)
-        return fn
+    def step(self, fn: StepFn | None = None, /, *, max_visits: int | None = None) -> Any:
+        """Append a step: ``fn(actor, step, *arguments)``, named after its function.
+        ``max_visits`` caps how often one action may run it (decisions going back to it;
+        default ``MAX_VISITS``)."""
+
+        def add(step_fn: StepFn) -> StepFn:
+            if max_visits is not None:
+                if max_visits < 1:
+                    raise ArgumentError(f"max_visits of step {step_fn.__name__} must be at least 1")
+                self.visit_caps[step_fn.__name__] = max_visits
+            self.steps.append(step_fn)
+            return step_fn
+
+        return add(fn) if fn is not None else add
 
     def prepend_step(self, fn: StepFn) -> StepFn:
         """Put a step in front of all the others."""
@@ -152,16 +168,33 @@ class Definition:
         """Prepended steps, then the declared ones, or the one default step."""
         return [*self.prepended, *(self.steps or [self.default_step])]
 
-    def default_step(self, actor: Any, step: Any, *arguments: Any) -> None:
+    def step_names(self) -> list[str]:
+        """The steps' names, in order: their functions' names (the one default step is
+        named after the action)."""
+        return [self.name if fn == self.default_step else fn.__name__ for fn in self.all_steps()]
+
+    def step_index(self, name: str) -> int:
+        """The index of the step called ``name``; ``ArgumentError`` naming the steps there are."""
+        names = self.step_names()
+        if name not in names:
+            raise ArgumentError(
+                f"{self.actor_class.__name__}.{self.name} has no step {name!r}; its steps are "
+                f"{', '.join(names)}"
+            )
+        return names.index(name)
+
+    def max_visits(self, index: int) -> int:
+        return self.visit_caps.get(self.step_names()[index], MAX_VISITS)
+
+    def default_step(self, actor: Any, step: Any, *arguments: Any) -> Any:
         if self.job is not None:
             # Confirmed once the broker took it: until then the sweeper sends it again.
             broker.enqueue(step.session, self.job, step.action.id, on_sent=partial(job_sent, step.step.id))
-            return
+            return None
         method = self.method
         if method is not None:
-            method(actor, *arguments)
-        else:
-            getattr(actor, self.name)(*arguments)
+            return method(actor, *arguments)
+        return getattr(actor, self.name)(*arguments)
 
     def check_runnable(self) -> None:
         """Raise ``UnknownAction`` when the action has nothing to run: no step, no job, no

@@ -73,3 +73,14 @@ class SessionConflict(EngineError):
 
 class NoPendingActions(EngineError):
     """Raised when a step is told a child concluded but it waits on nothing."""
+
+
+class Failed(EngineError):
+    """Raised (and recorded on the action) when a step body decided to fail its action
+    (``step.fail(reason)``): the reason is its message. It is a decision, not an error of
+    the body: the action is not retried."""
+
+
+class LoopLimit(EngineError):
+    """Raised (and recorded on the action) when a decision would run a step more often than
+    its ``max_visits``: the loop fails the action instead of running forever."""

@@ -66,6 +66,16 @@ _LOCK = (
 )
 
 
+def of(session: Session, action: Action) -> Performance | None:
+    """The lane ``action`` is in: its key's lane while it is pending or performing
+    (membership follows from the key and the status; no column repeats it)."""
+    if action.status not in status.INCOMPLETE:
+        return None
+    return session.scalars(
+        select(Performance).where(Performance.concurrency_key == action.concurrency_key)
+    ).one_or_none()
+
+
 def lock(session: Session, concurrency_key: str) -> Performance | None:
     return session.scalars(_LOCK, {"key": concurrency_key}).one_or_none()
 

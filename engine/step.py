@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
+    JSON,
     CheckConstraint,
     Column,
     ForeignKey,
@@ -50,8 +51,9 @@ step_actions = Table(
 class Step(Timestamps, Base):
     __tablename__ = "stepwise_steps"
     __table_args__ = (
-        # Each step of an action runs at most once: a redelivered message cannot open it twice.
-        UniqueConstraint("action_id", "definition_index"),
+        # Each visit of a step runs at most once: a redelivered message cannot open it twice
+        # (a decision that goes back to a step opens its next visit).
+        UniqueConstraint("action_id", "definition_index", "visit"),
         CheckConstraint("pending_actions_count >= 0", name="pending_not_negative"),
         # The sweeper's question: which steps were opened but their body never ran?
         Index(
@@ -88,6 +90,16 @@ class Step(Timestamps, Base):
     #: step that sent it); NULL while the send is not confirmed, and the sweeper sends the
     #: job again.
     job_sent_at: Mapped[datetime | None] = mapped_column(sort_order=1)
+    # Declared after the timestamps, where migration 0004 added them.
+    #: Which time the action runs this step (1 = the first; a decision that goes back to it
+    #: opens the next visit), capped by the step's ``max_visits``.
+    visit: Mapped[int] = mapped_column(default=1, server_default=text("1"), sort_order=2)
+    #: What the body returned (JSON in the form of ``engine.arguments``): the action's result
+    #: when this step is its last one.
+    result: Mapped[Any] = mapped_column(JSON, nullable=True, sort_order=2)
+    #: The body's decision, when it took one: ``{"go_to": name}``, ``{"finish": true}`` or
+    #: ``{"fail": reason}`` (NULL: the next step).
+    decision: Mapped[dict[str, Any] | None] = mapped_column(JSON, sort_order=2)
 
     action: Mapped[Action] = relationship(back_populates="steps", viewonly=True)
     actions: Mapped[list[Action]] = relationship(
@@ -119,12 +131,14 @@ _CONCLUDE = (
 )
 
 
-def open_step(session: Session, action: Action) -> Step:
-    """Create the action's current step; its body runs after this transaction commits."""
+def open_step(session: Session, action: Action, visit: int = 1) -> Step:
+    """Create the action's current step (its ``visit``-th run); its body runs after this
+    transaction commits."""
     now = clock.now()
     step = Step(
         action_id=action.id,
         definition_index=action.current_step_index,
+        visit=visit,
         status=status.STEP_PERFORMING,
         started_at=now,
         pending_actions_count=0,
@@ -132,7 +146,8 @@ def open_step(session: Session, action: Action) -> Step:
     )
     session.add(step)
     session.flush()
-    history.record(session, action, "step_started", step_id=step.id, index=step.definition_index)
+    data: dict[str, Any] = {"visit": visit} if visit > 1 else {}
+    history.record(session, action, "step_started", step_id=step.id, index=step.definition_index, **data)
     broker.ready_after_commit(session, step.id)
     return step
 

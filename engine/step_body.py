@@ -18,11 +18,11 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from . import admission, broker, clock, db, group_commit, history, status
+from . import admission, arguments, broker, clock, db, group_commit, history, status
 from .action import Action, error_data
 from .completion import complete_step
-from .config import run_user_code
-from .errors import ActorNotFound, DefinitionChanged, UnknownAction
+from .config import call_user_code
+from .errors import ActorNotFound, ArgumentError, DefinitionChanged, UnknownAction
 from .step import Step
 from .step_context import StepContext
 
@@ -163,6 +163,8 @@ class Outcome:
     after_commit: list[Callable[[], Any]] = field(default_factory=list)
     #: False when no attempt can succeed (the definition or the actor is gone): not retried.
     retryable: bool = True
+    #: What the body returned, in its stored (JSON) form.
+    result_json: Any = None
 
 
 def _lease(skip_locked: bool) -> Any:
@@ -206,7 +208,12 @@ def perform(session: Session, step_id: int) -> Outcome | None:
         arguments_json = action.arguments_json
         return Outcome(step.attempt, context, gone, arguments_json, wrote=False, retryable=False)
     writes = db.writes(session)
-    error = run_user_code(body, actor, context, *list(action.arguments))
+    returned, error = call_user_code(body, actor, context, *list(action.arguments))
+    result_json, retryable = None, True
+    if error is None:
+        # A value that cannot be stored fails the same way every time: not retried.
+        result_json, error = _stored_result(action, step, context, returned)
+        retryable = error is None
     wrote = False
     if error is None:
         try:
@@ -222,7 +229,25 @@ def perform(session: Session, step_id: int) -> Outcome | None:
         arguments_json=_arguments_json(action),
         wrote=wrote and error is None,
         after_commit=broker.take_after_commit(session) if error is None else [],
+        retryable=retryable,
+        result_json=result_json,
     )
+
+
+def _stored_result(
+    action: Action, step: Step, context: StepContext, returned: Any
+) -> tuple[Any, BaseException | None]:
+    """The JSON form of the step's result (a ``finish`` decision's, else what the body
+    returned), or the error saying why it cannot be stored."""
+    if context.decision is not None and "finish" in context.decision:
+        return context.finish_result, None
+    try:
+        return arguments.dump(returned), None
+    except ArgumentError as error:
+        return None, ArgumentError(
+            f"step {step.definition_index + 1} of action {action.id} ({action.name}) returned "
+            f"{returned!r}, which cannot be its result: {error}"
+        )
 
 
 def step_function(action: Action, step: Step) -> StepFn:
@@ -274,6 +299,7 @@ def conclude_body(session: Session, step_id: int, outcome: Outcome, *, leased: b
     if error is None:
         context.rebind(session, step, action)
         context._record()  # first: the step's own changes below go out in one UPDATE
+        step.result, step.decision = outcome.result_json, context.decision
         if outcome.arguments_json != action.arguments_json:
             action.arguments_json = outcome.arguments_json
             action.__dict__.pop("_arguments", None)

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
-from . import broker, clock, history, status
+from . import arguments, broker, clock, history, result, status
 from .definition import find_or_add
 from .invocation import Invocation, request
+from .result import Child
 
 if TYPE_CHECKING:
     from .action import Action
@@ -34,6 +35,9 @@ class StepContext:
         self._children: list[tuple[Any, str, tuple[Any, ...]]] = []
         self._waits: list[timedelta] = []
         self._failed = False
+        #: The decision the body took (None: the next step) and, for ``finish``, its result.
+        self.decision: dict[str, Any] | None = None
+        self.finish_result: Any = None
 
     def rebind(self, session: Session, step: Step, action: Action) -> None:
         """Record this body's outcome in another session than the one it ran in."""
@@ -53,6 +57,45 @@ class StepContext:
         for actor in _actors(actors):
             find_or_add(type(actor), action_name)
             self._children.append((actor, action_name, args))
+
+    # --- results --------------------------------------------------------------------
+
+    @property
+    def children(self) -> list[Child]:
+        """What each child of the previous step came to (name, status, result), in the
+        order it requested them."""
+        previous = result.previous_step(self.session, self.step)
+        return result.children(self.session, previous) if previous is not None else []
+
+    @property
+    def results(self) -> list[Any]:
+        """The results of the previous step's children, in the order it requested them."""
+        return [child.result for child in self.children]
+
+    @property
+    def previous_result(self) -> Any:
+        """What the previous step's body returned."""
+        previous = result.previous_step(self.session, self.step)
+        return result.value(self.session, previous.result) if previous is not None else None
+
+    # --- decisions ------------------------------------------------------------------
+
+    def go_to(self, name: str) -> None:
+        """Run the step called ``name`` next, once this one concludes: a branch, or a loop
+        back to an earlier step (at most its ``max_visits`` times)."""
+        self.action.definition.step_index(name)  # an unknown name fails the body here
+        self.decision = {"go_to": name}
+
+    def finish(self, value: Any = None) -> None:
+        """Complete the action (succeeded) with the result ``value`` once this step
+        concludes: the steps after it do not run."""
+        self.finish_result = arguments.dump(value)
+        self.decision = {"finish": True}
+
+    def fail(self, reason: str) -> None:
+        """Fail the action with ``reason`` once this step concludes (not retried: a
+        decision, not an error)."""
+        self.decision = {"fail": str(reason)}
 
     def wait(self, duration: timedelta | float) -> None:
         """Hold this step open for ``duration`` (a timedelta or seconds)."""

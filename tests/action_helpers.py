@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from engine import performance
+from engine.models import Action
+
 
 def reread(session: Session) -> None:
     """Read what jobs committed: end the test session's snapshot (SQLite keeps one per
@@ -16,3 +19,9 @@ def reread(session: Session) -> None:
 
 def no_change(**changes: int) -> dict[str, int]:
     return {"actions": 0, "steps": 0, "performances": 0, "achievements": 0, **changes}
+
+
+def lane_of(session: Session, action: Action) -> int | None:
+    """The id of the lane ``action`` is in (its key's, while pending or performing)."""
+    lane = performance.of(session, action)
+    return lane.id if lane is not None else None

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 import engine
 from engine import StepContext, testing
 from engine.models import Action, Performance
-from tests.action_helpers import no_change, reread
+from tests.action_helpers import lane_of, no_change, reread
 from tests.conftest import Counts
 from tests.domain import Car
 
@@ -93,7 +93,7 @@ def test_an_action_with_steps_waits_for_its_children_and_queues_the_next_invocat
     assert lane.concurrency_key == f"Car/{car.id}/park"
     assert lane.action_id == first.id
     assert [a.id for a in lane.actions] == [first.id]
-    assert first.performance_id == lane.id
+    assert lane_of(session, first) == lane.id
 
     assert car.honks == 1
     assert len(first.steps) == 2
@@ -121,7 +121,7 @@ def test_an_action_with_steps_waits_for_its_children_and_queues_the_next_invocat
     assert lane.concurrency_key == f"Car/{car.id}/park"
     assert lane.action_id == first.id
     assert [a.id for a in lane.actions] == [first.id, second.id]
-    assert second.performance_id == lane.id
+    assert lane_of(session, second) == lane.id
     session.refresh(car)
     assert car.honks == 1
 

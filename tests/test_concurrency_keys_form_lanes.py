@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 import engine
 from engine import testing
+from tests.action_helpers import lane_of
 from tests.conftest import Counts
 from tests.domain import Car
 
@@ -109,7 +110,7 @@ def test_actions_on_different_actors_sharing_a_concurrency_key_queue_up(
     lane = last_lane(session)
     first_car_action = last_action(session)
     assert first_car_action.concurrency_key == "Car/drive_one_way_street"
-    assert first_car_action.performance_id == lane.id
+    assert lane_of(session, first_car_action) == lane.id
     assert first_car_action.status == "performing"
 
     # When the second car drives it too
@@ -119,7 +120,7 @@ def test_actions_on_different_actors_sharing_a_concurrency_key_queue_up(
     assert counts.delta() == {"actions": 1, "steps": 0, "performances": 0, "achievements": 0}
     second_car_action = last_action(session)
     assert second_car_action.concurrency_key == "Car/drive_one_way_street"
-    assert second_car_action.performance_id == lane.id
+    assert lane_of(session, second_car_action) == lane.id
     assert second_car_action.status == "pending"
 
     # When the first car's drive is performed
@@ -166,9 +167,9 @@ def test_a_queued_action_can_be_cancelled_while_the_first_one_performs(
     assert counts.delta()["performances"] == 0
     reload(session)
     assert second_action.status == "cancelled"
-    assert second_action.performance is None
+    assert lane_of(session, second_action) is None
     assert first_action.status == "performing"
-    assert first_action.performance_id == lane.id
+    assert lane_of(session, first_action) == lane.id
     assert len(lane.actions) == 1
 
     # When the performing one is completed from outside

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 import engine
 from engine import testing
+from tests.action_helpers import lane_of
 from tests.conftest import Counts
 from tests.domain import Car
 
@@ -62,7 +63,7 @@ def test_a_newer_root_action_supersedes_the_queued_one(session: Session, car: Ca
     assert counts.delta() == NOTHING | {"actions": 1}
     assert queued_admissions() == admissions
     assert second.status == "pending"
-    assert second.performance_id == visits.id
+    assert lane_of(session, second) == visits.id
 
     # When a third visit is invoked
     third = engine.now(car, "visit", "Berlin")
@@ -74,11 +75,11 @@ def test_a_newer_root_action_supersedes_the_queued_one(session: Session, car: Ca
     assert third.status == "pending"
     assert second.status == "superseded"
     assert second.superseded_by_id == third.id
-    assert third.performance_id == visits.id
+    assert lane_of(session, third) == visits.id
     # Stepped keeps the superseded one in lane.actions (3) until the lane closes; here it
     # leaves the lane as it is superseded, so a lane that never drains stays small.
     assert len(visits.actions) == 2
-    assert second.performance_id is None
+    assert lane_of(session, second) is None
 
     # When the first visit's child is performed
     assert testing.perform_enqueued() == 1
@@ -169,7 +170,7 @@ def test_a_superseded_nested_action_hands_its_parent_step_to_the_newer_one(
     way = lane(session, key)
     assert second.arguments == [1]
     assert second.status == "pending"
-    assert second.performance_id == way.id
+    assert lane_of(session, second) == way.id
     assert len(way.actions) == 2
     assert way.action_id == first.id
     (step,) = rush_hour.steps
@@ -205,10 +206,10 @@ def test_a_superseded_nested_action_hands_its_parent_step_to_the_newer_one(
     session.expire_all()
     last_three = session.scalars(select(engine.Action).order_by(engine.Action.id.desc()).limit(3)).all()[::-1]
     assert [a.name for a in last_three] == ["drive", "drive", "change_location"]
-    assert all(a.status == "succeeded" and a.performance_id is None for a in last_three)
+    assert all(a.status == "succeeded" and lane_of(session, a) is None for a in last_three)
     rush_hour = session.get_one(engine.Action, rush_hour.id)
     assert rush_hour.status == "succeeded"
-    assert rush_hour.performance_id is None
+    assert lane_of(session, rush_hour) is None
     session.refresh(preceding)
     assert preceding.mileage == 320
 

@@ -18,6 +18,7 @@ import engine
 from engine import testing
 from engine.admission import lane_actions
 from engine.models import Action, Performance
+from tests.action_helpers import lane_of
 from tests.domain import Car
 
 
@@ -40,5 +41,6 @@ def test_a_lane_that_never_drains_holds_only_its_live_members(session: Session, 
     superseded = session.scalar(select(func.count()).where(Action.status == "superseded"))
     assert superseded == 29
     assert all(
-        a.performance is None for a in session.scalars(select(Action).where(Action.status == "superseded"))
+        lane_of(session, a) is None
+        for a in session.scalars(select(Action).where(Action.status == "superseded"))
     )

@@ -67,6 +67,8 @@ def current_step(session: Session, action: Action) -> Step | None:
     return session.scalars(
         select(Step)
         .where(Step.action_id == action.id, Step.definition_index == action.current_step_index)
+        .order_by(Step.visit.desc())
+        .limit(1)
         .execution_options(populate_existing=True)
     ).one_or_none()
 
