@@ -22,10 +22,13 @@ from .errors import (
     Deadlock,
     DefinitionChanged,
     EngineError,
+    Failed,
     InvalidTransition,
+    LoopLimit,
     NoPendingActions,
     NotAnActor,
     SessionConflict,
+    SignalRefused,
     Stalled,
     UnknownAction,
 )
@@ -38,6 +41,8 @@ from .performance import Performance
 from .registry import register_service
 from .result import Child, result_of
 from .retry import RetryPolicy
+from .sending import approve, reject, signal
+from .signal import Signal
 from .step import Step
 from .step_context import StepContext
 
@@ -60,6 +65,10 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "Completion",
     "result_of",
     "Child",
+    "signal",
+    "approve",
+    "reject",
+    "Signal",
     "forget_achievement",
     "checksum",
     "handling",
@@ -94,4 +103,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "Stalled",
     "SessionConflict",
     "NoPendingActions",
+    "Failed",
+    "LoopLimit",
+    "SignalRefused",
 ]

@@ -33,6 +33,7 @@ PERFORM_STEP = "stepwise.perform_step"
 TIMEOUT = "stepwise.timeout"
 WAIT_OVER = "stepwise.wait_over"
 COMPLETE = "stepwise.complete"
+MATCH_SIGNALS = "stepwise.match_signals"
 
 _AFTER_COMMIT = "stepwise.after_commit"
 db.COMMIT_BUFFERS.add(_AFTER_COMMIT)

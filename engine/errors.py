@@ -84,3 +84,13 @@ class Failed(EngineError):
 class LoopLimit(EngineError):
     """Raised (and recorded on the action) when a decision would run a step more often than
     its ``max_visits``: the loop fails the action instead of running forever."""
+
+
+class SignalRefused(EngineError):
+    """Raised when a signal cannot be delivered: its action does not exist, or is finished
+    (a finished action takes no signals). Nothing is recorded. ``reason`` is
+    ``"not_found"`` or ``"finished"``."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason

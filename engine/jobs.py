@@ -16,7 +16,7 @@ import dramatiq
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from . import admission, broker, clock, db, group_commit, history, registry, status
+from . import admission, broker, clock, db, group_commit, history, inbox, registry, status
 from .action import Action
 from .completion import complete_action, conclude
 from .invocation import Invocation
@@ -85,10 +85,12 @@ def wait_over(invocation_id: int) -> None:
             return None
         if wait.due_at is not None and clock.now() < wait.due_at:
             return wait.due_at - clock.now()
+        # A timer's wait is over; a wait for signals reached its deadline without one.
+        outcome = "deadline" if wait.name == inbox.SIGNAL_WAIT else "waited"
         row = session.execute(
             update(Invocation)
             .where(Invocation.id == invocation_id, Invocation.concluded_at.is_(None))
-            .values(concluded_at=clock.now(), settled_at=clock.now(), outcome="waited", succeeded=True)
+            .values(concluded_at=clock.now(), settled_at=clock.now(), outcome=outcome, succeeded=True)
             .returning(Invocation.parent_step_id)
             .execution_options(synchronize_session=False)
         ).first()
@@ -100,6 +102,13 @@ def wait_over(invocation_id: int) -> None:
     if early is not None:
         broker.send(broker.WAIT_OVER, invocation_id, delay=early)
     run_steps(ready, admissions)
+
+
+@dramatiq.actor(actor_name=broker.MATCH_SIGNALS, **OPTIONS)
+def match_signals(action_id: int) -> None:
+    """Give an action's pending signals to its open waits (after a send or a new wait
+    committed: each may have missed the other in flight)."""
+    run_steps(inbox.match_after_commit(action_id))
 
 
 @dramatiq.actor(actor_name=broker.COMPLETE, **OPTIONS)
@@ -135,4 +144,4 @@ def import_actor_modules() -> None:
 
 import_actor_modules()
 
-__all__ = ["admit", "complete", "perform_step", "timeout", "wait_over"]
+__all__ = ["admit", "complete", "match_signals", "perform_step", "timeout", "wait_over"]

@@ -8,6 +8,7 @@ from .audit import AuditEntry
 from .history import ActionEvent
 from .invocation import Invocation
 from .performance import Performance
+from .signal import Signal
 from .step import Step, step_actions
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "AuditEntry",
     "Invocation",
     "Performance",
+    "Signal",
     "Step",
     "step_actions",
 ]

@@ -7,13 +7,15 @@ as an invocation that concludes its step exactly once (invariant 3).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
-from . import arguments, broker, clock, history, result, status
+from . import arguments, broker, clock, history, inbox, result, status
 from .definition import find_or_add
+from .errors import ArgumentError
+from .inbox import Received
 from .invocation import Invocation, request
 from .result import Child
 
@@ -34,6 +36,8 @@ class StepContext:
         self.action = action
         self._children: list[tuple[Any, str, tuple[Any, ...]]] = []
         self._waits: list[timedelta] = []
+        #: Waits for signals: the names each waits for (any of them), and its deadline.
+        self._signal_waits: list[tuple[list[str], timedelta | None]] = []
         self._failed = False
         #: The decision the body took (None: the next step) and, for ``finish``, its result.
         self.decision: dict[str, Any] | None = None
@@ -78,6 +82,24 @@ class StepContext:
         previous = result.previous_step(self.session, self.step)
         return result.value(self.session, previous.result) if previous is not None else None
 
+    @property
+    def received(self) -> list[Received]:
+        """The signals the previous step's waits consumed, in the order it waited for them."""
+        previous = result.previous_step(self.session, self.step)
+        return inbox.received(self.session, previous)[0] if previous is not None else []
+
+    @property
+    def signal(self) -> Received | None:
+        """The first signal the previous step's waits consumed (None: none, its deadline passed)."""
+        received = self.received
+        return received[0] if received else None
+
+    @property
+    def deadline_passed(self) -> bool:
+        """Whether a deadline of the previous step's waits for signals passed first."""
+        previous = result.previous_step(self.session, self.step)
+        return inbox.received(self.session, previous)[1] if previous is not None else False
+
     # --- decisions ------------------------------------------------------------------
 
     def go_to(self, name: str) -> None:
@@ -96,6 +118,25 @@ class StepContext:
         """Fail the action with ``reason`` once this step concludes (not retried: a
         decision, not an error)."""
         self.decision = {"fail": str(reason)}
+
+    def wait_for(self, *names: str, timeout: timedelta | float | None = None) -> None:
+        """Hold this step open until one of the signals ``names`` arrives (any of them), or
+        ``timeout`` passes. A signal already in the inbox is taken at once. The next step
+        reads what came (``step.signal``, ``step.received``) or ``step.deadline_passed``."""
+        if not names:
+            raise ArgumentError("wait_for takes the name of at least one signal")
+        self._signal_waits.append(([inbox.check_name(n) for n in names], _duration(timeout)))
+
+    def wait_for_all(self, *names: str, timeout: timedelta | float | None = None) -> None:
+        """Hold this step open until each of the signals ``names`` arrived (or each one's
+        ``timeout`` passed)."""
+        for name in names:
+            self.wait_for(name, timeout=timeout)
+
+    def wait_for_approval(self, timeout: timedelta | float | None = None) -> None:
+        """Wait for "approved" or "rejected" (``engine.approve`` / ``engine.reject``, or the
+        studio's buttons); the next step reads ``step.signal.name``."""
+        self.wait_for(inbox.APPROVED, inbox.REJECTED, timeout=timeout)
 
     def wait(self, duration: timedelta | float) -> None:
         """Hold this step open for ``duration`` (a timedelta or seconds)."""
@@ -137,6 +178,37 @@ class StepContext:
             )
             for duration in self._waits
         ]
+        signal_waits = [
+            Invocation(
+                kind="wait",
+                actor_type=self.action.actor_type,
+                actor_id=self.action.actor_id,
+                name=inbox.SIGNAL_WAIT,
+                arguments_json=names,
+                parent_step_id=self.step.id,
+                due_at=now + timeout if timeout is not None else None,
+                created_at=now,
+            )
+            for names, timeout in self._signal_waits
+        ]
+        if signal_waits:
+            self.session.add_all(signal_waits)
+            self.session.flush()
+            for wait, (_names, timeout) in zip(signal_waits, self._signal_waits, strict=True):
+                if timeout is not None:
+                    broker.enqueue(self.session, broker.WAIT_OVER, wait.id, delay=timeout)
+            # The inbox may hold what they wait for: matched once this commits.
+            broker.enqueue(self.session, broker.MATCH_SIGNALS, self.action.id)
+            history.record(
+                self.session,
+                self.action,
+                "waiting_for_signals",
+                step_id=self.step.id,
+                waits=[
+                    {"invocation_id": w.id, "names": w.arguments_json, "until": _iso(w.due_at)}
+                    for w in signal_waits
+                ],
+            )
         if children or waits:
             self.session.add_all([*children, *waits])
             self.session.flush()
@@ -152,9 +224,19 @@ class StepContext:
                 invocations=[child.id for child in children],
                 waits=len(waits),
             )
-        self.step.pending_actions_count += len(children) + len(waits)
+        self.step.pending_actions_count += len(children) + len(waits) + len(signal_waits)
         if self._failed:
             self.step.status = status.STEP_FAILED
+
+
+def _duration(value: timedelta | float | None) -> timedelta | None:
+    if value is None or isinstance(value, timedelta):
+        return value
+    return timedelta(seconds=value)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
 
 
 def _actors(actors: Any) -> Iterable[Any]:

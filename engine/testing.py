@@ -19,7 +19,7 @@ from dramatiq.brokers.stub import StubBroker
 from dramatiq.message import Message
 from sqlalchemy import func, select
 
-from . import broker, clock, config, db, jobs, status
+from . import broker, clock, config, db, jobs, sending, status
 from .clock import freeze, travel
 from .config import handling as handle_exceptions
 from .invocation import Invocation
@@ -37,6 +37,7 @@ __all__ = [
     "handle_exceptions",
     "perform_actions",
     "perform_enqueued",
+    "send_signal",
     "setup",
     "travel",
 ]
@@ -46,7 +47,14 @@ def setup() -> StubBroker:
     """A fresh stub broker, a real-time clock, and no handled exceptions."""
     stub = StubBroker()
     broker.use(stub)
-    for job in (jobs.admit, jobs.perform_step, jobs.timeout, jobs.wait_over, jobs.complete):
+    for job in (
+        jobs.admit,
+        jobs.perform_step,
+        jobs.timeout,
+        jobs.wait_over,
+        jobs.match_signals,
+        jobs.complete,
+    ):
         stub.declare_actor(job)
     clock.reset()
     config.handle_exceptions = ()
@@ -135,6 +143,13 @@ def drain(only: Callable[[Enqueued], bool] | None = None) -> int:
     while performed := perform_enqueued(only):
         total += performed
     return total
+
+
+def send_signal(target: Any, name: str, payload: Any = None, **how: Any) -> Any:
+    """Send a signal (``engine.signal``) and drain what it set moving; the signal row."""
+    sent = sending.signal(target, name, payload, **how)
+    drain()
+    return sent
 
 
 def complete_outbound(to: str = status.SUCCEEDED) -> int:

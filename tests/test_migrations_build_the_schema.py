@@ -37,6 +37,7 @@ PARTIAL_INDEXES = {
     "ix_stepwise_actions_lane",
     "uq_stepwise_actions_one_performing_per_lane",
     "ix_stepwise_invocations_due_waits",
+    "ix_stepwise_signals_inbox",
     "ix_stepwise_invocations_skipped",
     "ix_stepwise_invocations_unsettled",
     "ix_stepwise_invocations_waiting",
