@@ -5,6 +5,7 @@ from __future__ import annotations
 from .achievement import Achievement
 from .action import Action
 from .audit import AuditEntry
+from .counter import Counter
 from .history import ActionEvent
 from .invocation import Invocation
 from .performance import Performance
@@ -15,6 +16,7 @@ __all__ = [
     "Action",
     "ActionEvent",
     "AuditEntry",
+    "Counter",
     "Invocation",
     "Performance",
     "Step",
