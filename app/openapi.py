@@ -29,6 +29,7 @@ COMPONENTS: list[tuple[type[BaseModel], Any]] = [
     (webhook_body.CompletionRequest, "validation"),
     (webhook_body.CompletionResult, "serialization"),
     (api.Error, "serialization"),
+    (api.NotSignedIn, "serialization"),
     (api.ActionPage, "serialization"),
     (api.ActionDetail, "serialization"),
     (api.Tree, "serialization"),
@@ -175,7 +176,9 @@ OPERATIONS = [
     ),
 ]
 
-SIGNED_IN = {"401": "Not signed in (not_signed_in)"}
+SIGNED_IN = {
+    "401": {"description": "Not signed in", "content": json_content(ref(api.NotSignedIn))},
+}
 
 
 def not_null(schema: dict[str, Any]) -> dict[str, Any]:
@@ -211,7 +214,7 @@ def paths() -> dict[str, Any]:
         responses = {"200": operation.answer}
         responses |= {code: error_response(text) for code, text in operation.refusals.items()}
         if operation.tag != "webhooks":
-            responses |= {code: error_response(text) for code, text in SIGNED_IN.items()}
+            responses |= SIGNED_IN
         described: dict[str, Any] = {
             "operationId": operation.operation_id,
             "summary": operation.summary,

@@ -154,6 +154,13 @@ class Error(BaseModel):
     action_id: int | None = Field(None, description="The action meant (409 not_current)")
 
 
+class NotSignedIn(BaseModel):
+    """The answer to a request without a signed-in session (401): where to sign in."""
+
+    error: Literal["not signed in"]
+    login: str = Field(description="The sign-in page")
+
+
 class ActionSummary(Answer):
     """An action's summary fields: in the lists, and in each node of a tree."""
 

@@ -47,7 +47,9 @@ def screenshots_folder(asked: str | None, temporary: Path) -> Path:
 
 @pytest.fixture(scope="module", autouse=True)
 def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    folder = screenshots_folder(os.environ.get("STEPWISE_SCREENSHOTS"), tmp_path_factory.mktemp("screenshots"))
+    folder = screenshots_folder(
+        os.environ.get("STEPWISE_SCREENSHOTS"), tmp_path_factory.mktemp("screenshots")
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(support, "SCREENSHOTS", folder)  # read by support.screenshot at each call
         yield folder
