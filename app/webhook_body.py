@@ -116,7 +116,8 @@ class CompletionResult(BaseModel):
 
     id: str
     completed: bool = Field(description="false: it was completed before")
-    reason: Literal["completed", "already_completed"]
+    #: A str, not a Literal: a reason the engine adds later must not turn an answer into a 500.
+    reason: str = Field(description="completed, or already_completed")
     action_id: int
     requested_status: CompletionStatus
     action_status: str | None = Field(description="The action's status after the delivery")
