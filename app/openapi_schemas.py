@@ -80,12 +80,13 @@ class Query(BaseModel):
         try:
             return cls.model_validate(arguments)
         except ValidationError as failure:
-            allowed = ", ".join(cls.names())
+            names = cls.names()
+            allowed = f"use {', '.join(names)}" if names else "this one takes none"
             found = schemas.problems(
                 failure,
                 cls,
                 missing=lambda field: "is required",
-                unknown=lambda field: f"is not a parameter here: use {allowed}",
+                unknown=lambda field: f"is not a parameter here: {allowed}",
                 word=schemas.parameter_message,
             )
             name, problem = next(iter(found.items()))

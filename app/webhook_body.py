@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
 from flask import jsonify
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 from werkzeug.wrappers import Response
 
 from engine import status
@@ -84,6 +85,17 @@ COMPLETIONS = tuple(sorted(status.COMPLETIONS))
 CompletionStatus = Literal[COMPLETIONS]  # type: ignore[valid-type]
 
 
+def _short_digits(value: str | int) -> str | int:
+    if isinstance(value, int) and len(str(value)) > MAX_NAME:
+        raise PydanticCustomError("invalid", f"must be at most {MAX_NAME} characters (as digits)")
+    return value
+
+
+ActorId = Annotated[
+    Annotated[Name, Field(min_length=1, max_length=MAX_NAME)] | int, AfterValidator(_short_digits)
+]
+
+
 class CompletionRequest(BaseModel):
     """Give action_id, or actor_type + actor_id + name (the lane's current outbound action)."""
 
@@ -103,7 +115,7 @@ class CompletionRequest(BaseModel):
     )
     action_id: int | None = Field(None, ge=1, le=MAX_ID, description="The outbound action to complete")
     actor_type: Name | None = Field(None, min_length=1, max_length=MAX_NAME)
-    actor_id: Name | int | None = Field(None, description="A string, or an integer taken as its digits")
+    actor_id: ActorId | None = Field(None, description="A string, or an integer taken as its digits")
     name: Name | None = Field(None, min_length=1, max_length=MAX_NAME, description="The action's name")
     status: CompletionStatus
     note: Text | None = Field(None, max_length=MAX_NOTE, description="Why: kept in the history and audit")
