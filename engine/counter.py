@@ -22,6 +22,8 @@ from .db import Base
 COUNTERS: dict[str, str] = {
     "stepwise_retries_total": "Failed attempts of step bodies that were retried.",
     "stepwise_sweeper_recoveries_total": "Work that was due but not picked up, which the sweeper sent again.",
+    # Counted by the group commit, once per committed batch (``count_by(…, "status", …)``).
+    "stepwise_actions_completed_total": "Actions completed, by the status they were completed with.",
 }
 
 #: History events counted as they are written (``count_events``): (event, cause) -> counter;
@@ -52,15 +54,30 @@ COUNTER_TABLE = cast(Table, Counter.__table__)
 def count(session: Session, increments: Mapping[str, int], labels: Mapping[str, str] | None = None) -> None:
     """Add ``increments`` (counter name -> how many) to the counters, in the caller's
     transaction: one statement, whatever the number of counters, and none when every
-    increment is 0. Call it once per committed batch, not once per action.
+    increment is 0. Call it once per committed batch, not once per action."""
+    key = _labels(labels)
+    _add(session, [(name, key, n) for name, n in increments.items()])
 
-    On PostgreSQL each counter's row stays locked until the commit; the rows are written in
-    name order, so that two transactions counting the same counters cannot deadlock."""
-    key = json.dumps(dict(labels), sort_keys=True, separators=(",", ":")) if labels else ""
-    unknown = sorted(increments.keys() - COUNTERS.keys())
+
+def count_by(session: Session, name: str, label: str, increments: Mapping[str, int]) -> None:
+    """Add to one counter per value of ``label``, in one statement: e.g.
+    ``count_by(session, "stepwise_actions_completed_total", "status", {"succeeded": 40,
+    "failed": 2})`` once per committed batch."""
+    _add(session, [(name, _labels({label: value}), n) for value, n in increments.items()])
+
+
+def _labels(labels: Mapping[str, str] | None) -> str:
+    return json.dumps(dict(labels), sort_keys=True, separators=(",", ":")) if labels else ""
+
+
+def _add(session: Session, increments: list[tuple[str, str, int]]) -> None:
+    """One upsert adding each (name, labels, n). On PostgreSQL each counter's row stays
+    locked until the commit; the rows are written in key order, so that two transactions
+    counting the same counters cannot deadlock."""
+    unknown = sorted({name for name, _, _ in increments} - COUNTERS.keys())
     if unknown:
         raise ValueError(f"unknown counters {unknown}: declare them in engine.counter.COUNTERS")
-    rows = [{"name": name, "labels": key, "value": int(n)} for name, n in sorted(increments.items()) if n]
+    rows = [{"name": name, "labels": key, "value": int(n)} for name, key, n in sorted(increments) if n]
     if not rows:
         return
     dialect = session.get_bind().dialect.name

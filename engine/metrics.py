@@ -44,8 +44,10 @@ OTHER_LANES = "(other)"
 DURATION_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400)
 LATENCY_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 
-#: For the group commit: ``metrics.count(session, {"stepwise_…_total": n})`` once per batch.
+#: For the group commit, once per committed batch: ``metrics.count(session, {name: n})``, or
+#: ``metrics.count_by(session, "stepwise_actions_completed_total", "status", {status: n})``.
 count = counter.count
+count_by = counter.count_by
 
 
 def render(

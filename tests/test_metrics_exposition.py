@@ -32,6 +32,7 @@ FAMILIES = {
     "stepwise_queue_latency_seconds": "histogram",
     "stepwise_retries_total": "counter",
     "stepwise_sweeper_recoveries_total": "counter",
+    "stepwise_actions_completed_total": "counter",
 }
 
 # --- a small parser of the text format, strict about what it accepts ------------------------
@@ -382,10 +383,19 @@ def test_counters_are_added_to_once_per_batch_in_the_callers_transaction(session
         metrics.count(batch, {"stepwise_retries_total": 1, "stepwise_sweeper_recoveries_total": 1})
         batch.commit()
 
+    with engine.new_session() as batch:
+        metrics.count_by(batch, "stepwise_actions_completed_total", "status", {"succeeded": 40, "failed": 2})
+        metrics.count_by(batch, "stepwise_actions_completed_total", "status", {"failed": 1, "cancelled": 0})
+        batch.commit()
+
     # Then
     result = scrape()
     assert result.value("stepwise_retries_total") == 4
     assert result.value("stepwise_sweeper_recoveries_total") == 1
+    assert result.series("stepwise_actions_completed_total") == {
+        frozenset({("status", "succeeded")}): 40,
+        frozenset({("status", "failed")}): 3,
+    }
     with engine.new_session() as batch, pytest.raises(ValueError, match="declare them"):
         metrics.count(batch, {"stepwise_typo_total": 1})
 
