@@ -5,8 +5,8 @@ Retries and sweeper recoveries were counted from the history, so pruning it made
 added to as the events are written (``engine.counter``); existing databases start them at
 0, which Prometheus reads as a counter reset.
 
-Revision ID: 0004_counters
-Revises: 0003
+Revision ID: 0005_counters
+Revises: 0004
 Create Date: 2026-12-01
 """
 
@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision: str = "0004_counters"
-down_revision: str | Sequence[str] | None = "0003"
+revision: str = "0005_counters"
+down_revision: str | Sequence[str] | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
