@@ -1,5 +1,5 @@
-"""The studio's ``stepwise`` commands, added to the engine's through the ``stepwise.commands``
-entry point (the engine never imports the studio).
+"""The studio's ``stepwise`` commands, click commands added to the engine's ``cli`` group
+through the ``stepwise.commands`` entry point (the engine never imports the studio).
 
     stepwise serve [--host H] [--port P] [--demo] [--import MODULE]   run the studio
     stepwise users create NAME [--role operator] [--password-stdin]   add a user
@@ -8,7 +8,6 @@ entry point (the engine never imports the studio).
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import logging
 import os
@@ -19,36 +18,38 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import click
 from flask import Flask
 
 import engine
-from engine.cli_base import DATABASE_URL, GROUPS, CommandFailed, argument, command, database
+from engine.cli_base import DATABASE_URL, CommandFailed, cli, database, group
 
 from . import create_app, users
 from .database import db
 
-GROUPS["users"] = "the studio's users: who may sign in, as a viewer or an operator"
+users_group = group("users", "the studio's users: who may sign in, as a viewer or an operator")
 
-PASSWORD_STDIN = argument(
+PASSWORD_STDIN = click.option(
     "--password-stdin",
-    action="store_true",
+    is_flag=True,
     help="read the password from the first line of standard input instead of asking for it",
 )
+NAME = click.argument("name", metavar="NAME")
 
 
-def make_app(args: argparse.Namespace, **config: Any) -> Flask:
+def make_app(database_url: str | None, **config: Any) -> Flask:
     """The studio on the database named by --database-url, else DATABASE_URL, else the
     default SQLite file (checked reachable first, with the engine's own messages)."""
-    with database(args) as sa_engine:
+    with database(database_url) as sa_engine:
         config["DATABASE_URL"] = sa_engine.url.render_as_string(hide_password=False)
     return create_app(config)
 
 
 @contextmanager
-def studio_tables(args: argparse.Namespace) -> Iterator[Flask]:
+def studio_tables(database_url: str | None) -> Iterator[Flask]:
     """An app context on the studio for a users command; its tables are made if missing.
     The command signs no cookie, so a throwaway SECRET_KEY is fine where none is set."""
-    app = make_app(args, SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_hex(16))
+    app = make_app(database_url, SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_hex(16))
     with app.app_context():
         db.create_all()
         try:
@@ -58,8 +59,8 @@ def studio_tables(args: argparse.Namespace) -> Iterator[Flask]:
             db.engine.dispose()
 
 
-def read_password(args: argparse.Namespace) -> str:
-    if args.password_stdin:
+def read_password(password_stdin: bool) -> str:
+    if password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
         if not password:
             raise CommandFailed("no password on standard input")
@@ -89,94 +90,95 @@ def existing(name: str) -> users.User:
     return user
 
 
-@command(
-    "users create",
-    argument("name", metavar="NAME"),
-    argument("--role", choices=users.ROLES, default=users.VIEWER, help="default: %(default)s"),
-    PASSWORD_STDIN,
-    DATABASE_URL,
-)
-def users_create(args: argparse.Namespace) -> int:
+@users_group.command("create")
+@NAME
+@click.option("--role", type=click.Choice(users.ROLES), default=users.VIEWER, show_default=True)
+@PASSWORD_STDIN
+@DATABASE_URL
+def users_create(name: str, role: str, password_stdin: bool, database_url: str | None) -> int:
     """Add a user who may sign in to the studio.
 
     A viewer sees everything and changes nothing; an operator may also run commands
     (cancel, retry, approve, reject, forget)."""
-    password = read_password(args)
-    with studio_tables(args), user_errors():
-        user = users.create(args.name, password, args.role)
-        print(f"Created {user.role} {user.name}")
+    password = read_password(password_stdin)
+    with studio_tables(database_url), user_errors():
+        user = users.create(name, password, role)
+        click.echo(f"Created {user.role} {user.name}")
     return 0
 
 
-@command("users list", DATABASE_URL)
-def users_list(args: argparse.Namespace) -> int:
+@users_group.command("list")
+@DATABASE_URL
+def users_list(database_url: str | None) -> int:
     """List the studio's users with their roles."""
-    with studio_tables(args):
+    with studio_tables(database_url):
         everyone = users.everyone()
         if not everyone:
-            print("no users yet: add one with `stepwise users create NAME --role operator`")
+            click.echo("no users yet: add one with `stepwise users create NAME --role operator`")
         for user in everyone:
             last = user.last_login_at.strftime("%Y-%m-%d %H:%M") if user.last_login_at else "never"
-            print(f"{user.name:<24} {user.role:<9} last sign-in: {last}")
+            click.echo(f"{user.name:<24} {user.role:<9} last sign-in: {last}")
     return 0
 
 
-@command("users delete", argument("name", metavar="NAME"), DATABASE_URL)
-def users_delete(args: argparse.Namespace) -> int:
+@users_group.command("delete")
+@NAME
+@DATABASE_URL
+def users_delete(name: str, database_url: str | None) -> int:
     """Remove a user: their open sessions end at their next request."""
-    with studio_tables(args):
-        db.session.delete(existing(args.name))
+    with studio_tables(database_url):
+        db.session.delete(existing(name))
         db.session.commit()
-        print(f"Deleted {args.name}")
+        click.echo(f"Deleted {name}")
     return 0
 
 
-@command("users password", argument("name", metavar="NAME"), PASSWORD_STDIN, DATABASE_URL)
-def users_password(args: argparse.Namespace) -> int:
+@users_group.command("password")
+@NAME
+@PASSWORD_STDIN
+@DATABASE_URL
+def users_password(name: str, password_stdin: bool, database_url: str | None) -> int:
     """Set a user's password."""
-    password = read_password(args)
-    with studio_tables(args), user_errors():
-        existing(args.name).set_password(password)
+    password = read_password(password_stdin)
+    with studio_tables(database_url), user_errors():
+        existing(name).set_password(password)
         db.session.commit()
-        print(f"Changed the password of {args.name}")
+        click.echo(f"Changed the password of {name}")
     return 0
 
 
-@command(
-    "users role",
-    argument("name", metavar="NAME"),
-    argument("role", choices=users.ROLES),
-    DATABASE_URL,
-)
-def users_role(args: argparse.Namespace) -> int:
-    """Make a user a viewer or an operator."""
-    with studio_tables(args):
-        existing(args.name).role = args.role
+@users_group.command("role")
+@NAME
+@click.argument("role", type=click.Choice(users.ROLES), metavar="ROLE")
+@DATABASE_URL
+def users_role(name: str, role: str, database_url: str | None) -> int:
+    """Make a user a viewer or an operator (ROLE)."""
+    with studio_tables(database_url):
+        existing(name).role = role
         db.session.commit()
-        print(f"{args.name} is now {'an' if args.role == users.OPERATOR else 'a'} {args.role}")
+        click.echo(f"{name} is now {'an' if role == users.OPERATOR else 'a'} {role}")
     return 0
 
 
 # --- serve --------------------------------------------------------------------------------------
 
 
-@command(
-    "serve",
-    argument("--host", default="127.0.0.1", help="default: %(default)s"),
-    argument("--port", type=int, default=5000, help="default: %(default)s"),
-    argument("--demo", action="store_true", help="seed demo actors whose workflows keep running"),
-    argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="a module defining your actors (repeatable; also $STEPWISE_IMPORTS, comma-separated)",
-    ),
-    argument("--threads", type=int, default=2, metavar="N", help="in-process worker threads (default: 2)"),
-    DATABASE_URL,
+@cli.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="the address to listen on")
+@click.option("--port", type=int, default=5000, show_default=True, help="the port to listen on")
+@click.option("--demo", is_flag=True, help="seed demo actors whose workflows keep running")
+@click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    metavar="MODULE",
+    help="a module defining your actors (repeatable; also $STEPWISE_IMPORTS, comma-separated)",
 )
-def serve(args: argparse.Namespace) -> int:
+@click.option("--threads", type=int, default=2, metavar="N", help="in-process worker threads (default: 2)")
+@DATABASE_URL
+def serve(
+    host: str, port: int, demo: bool, imports: tuple[str, ...], threads: int, database_url: str | None
+) -> int:
     """Run the studio on http://HOST:PORT, with the engine's migrations applied first.
 
     Without REDIS_URL or RABBITMQ_URL this is the embedded default: Dramatiq's in-memory
@@ -187,8 +189,8 @@ def serve(args: argparse.Namespace) -> int:
     production serves the studio with gunicorn: `gunicorn 'app:create_app()'`.
     """
     env = os.environ.get("STEPWISE_ENV") or "development"
-    imports = [os.environ.get("STEPWISE_IMPORTS", ""), *args.imports, *(["app.demo"] if args.demo else [])]
-    app = make_app(args, STEPWISE_ENV=env, STEPWISE_IMPORTS=",".join(m for m in imports if m.strip()))
+    modules = [os.environ.get("STEPWISE_IMPORTS", ""), *imports, *(["app.demo"] if demo else [])]
+    app = make_app(database_url, STEPWISE_ENV=env, STEPWISE_IMPORTS=",".join(m for m in modules if m.strip()))
     embedded = not (app.config["REDIS_URL"] or app.config["RABBITMQ_URL"])
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per (polling) request
@@ -201,27 +203,27 @@ def serve(args: argparse.Namespace) -> int:
 
     from .embedded import Embedded
 
-    runtime = Embedded(worker_threads=args.threads) if embedded else None
-    demo = None
+    runtime = Embedded(worker_threads=threads) if embedded else None
+    seeding = None
     if runtime is not None:
         runtime.start()
-    if args.demo:
+    if demo:
         from .demo import Demo
 
-        demo = Demo()
-        demo.start()
+        seeding = Demo()
+        seeding.start()
 
-    print(f"Stepwise studio on http://{args.host}:{args.port}/  ({env})", flush=True)
+    print(f"Stepwise studio on http://{host}:{port}/  ({env})", flush=True)
     print(f"  database: {url}", flush=True)
     if runtime is not None:
         print(
-            f"  workers:  in this process ({args.threads} threads, in-memory broker), sweeping every "
+            f"  workers:  in this process ({threads} threads, in-memory broker), sweeping every "
             f"{runtime.sweep_every:g}s",
             flush=True,
         )
     else:
         print("  workers:  separate processes on the broker (stepwise worker; stepwise sweep)", flush=True)
-    if demo is not None:
+    if seeding is not None:
         print("  demo:     deployments, orders and reports start every few seconds", flush=True)
         if runtime is None:
             print("            (the workers need STEPWISE_IMPORTS=app.demo)", flush=True)
@@ -237,12 +239,12 @@ def serve(args: argparse.Namespace) -> int:
     from werkzeug.serving import run_simple
 
     try:
-        run_simple(args.host, args.port, app, threaded=True, use_reloader=False, use_debugger=False)
+        run_simple(host, port, app, threaded=True, use_reloader=False, use_debugger=False)
     except KeyboardInterrupt:
         pass
     finally:
-        if demo is not None:
-            demo.stop()
+        if seeding is not None:
+            seeding.stop()
         if runtime is not None:
             runtime.stop()
     return 0

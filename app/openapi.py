@@ -1,209 +1,240 @@
-"""The OpenAPI 3.1 document of the studio's JSON API and of the completion webhook, written
-by hand. ``GET /api/openapi.json`` serves it; a test checks that it names every route of the
-``api`` and ``webhooks`` blueprints, and nothing else.
+"""The OpenAPI 3.1 document of the studio's JSON API and of the completion webhook, generated
+from the pydantic models that validate their input (``app.openapi_schemas``,
+``app.webhook_body``): the parameters and every schema come from the models; only each
+operation's summary and its refusals are written here. ``GET /api/openapi.json`` serves it;
+tests check that it names every route of the ``api`` and ``webhooks`` blueprints and nothing
+else, and validate real answers against it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
 
 import engine
 
-from .openapi_schemas import SCHEMAS, error_response, json_content, ref
+from . import openapi_schemas as api
+from . import webhook_body
+from .schemas import Schemas
+
+REF = "#/components/schemas/{model}"
+
+#: The models whose schemas are components: (model, mode). Input models are described as
+#: they are validated, answers as they are sent.
+COMPONENTS: list[tuple[type[BaseModel], Any]] = [
+    (webhook_body.CompletionRequest, "validation"),
+    (webhook_body.CompletionResult, "serialization"),
+    (api.Error, "serialization"),
+    (api.NotSignedIn, "serialization"),
+    (api.ActionPage, "serialization"),
+    (api.ActionDetail, "serialization"),
+    (api.Tree, "serialization"),
+    (api.LanePage, "serialization"),
+]
 
 
-def limit_parameters() -> list[dict[str, Any]]:
-    return [
+def ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": REF.format(model=model.__name__)}
+
+
+def json_content(schema: dict[str, Any], example: Any = None) -> dict[str, Any]:
+    media: dict[str, Any] = {"schema": schema}
+    if example is not None:
+        media["example"] = example
+    return {"application/json": media}
+
+
+def error_response(description: str) -> dict[str, Any]:
+    return {"description": description, "content": json_content(ref(api.Error))}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What the document says of one route beyond its models."""
+
+    path: str
+    method: str
+    operation_id: str
+    summary: str
+    tag: str
+    answer: dict[str, Any]
+    query: type[api.Query] | None = None
+    refusals: dict[str, str] = field(default_factory=dict)
+    path_parameters: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+BAD_PARAMETER = "A query parameter is unknown or malformed (bad_parameter: `parameter` names it)"
+UNKNOWN = "No such action (not_found)"
+
+OPERATIONS = [
+    Operation(
+        "/api/actions",
+        "get",
+        "listActions",
+        "Actions matching the filters, newest first (a keyset page)",
+        "actions",
+        {"description": "One page", "content": json_content(ref(api.ActionPage))},
+        query=api.ActionQuery,
+        refusals={"400": BAD_PARAMETER},
+    ),
+    Operation(
+        "/api/actions/{action_id}",
+        "get",
+        "getAction",
+        "One action with its steps, parents and errors (tracebacks included)",
+        "actions",
+        {"description": "The action", "content": json_content(ref(api.ActionDetail))},
+        query=api.NoQuery,
+        refusals={"400": BAD_PARAMETER, "404": UNKNOWN},
+        path_parameters=("action_id",),
+    ),
+    Operation(
+        "/api/actions/{action_id}/tree",
+        "get",
+        "getActionTree",
+        "The action and every action below it, nested",
+        "actions",
+        {"description": "The tree", "content": json_content(ref(api.Tree))},
+        query=api.NoQuery,
+        refusals={"400": BAD_PARAMETER, "404": UNKNOWN},
+        path_parameters=("action_id",),
+    ),
+    Operation(
+        "/api/lanes",
+        "get",
+        "listLanes",
+        "Lanes (performances) with their current action and queue length, newest first",
+        "lanes",
+        {"description": "One page", "content": json_content(ref(api.LanePage))},
+        query=api.LaneQuery,
+        refusals={"400": BAD_PARAMETER},
+    ),
+    Operation(
+        "/api/openapi.json",
+        "get",
+        "getOpenApi",
+        "This document",
+        "meta",
+        {"description": "The OpenAPI 3.1 document", "content": json_content({"type": "object"})},
+    ),
+    Operation(
+        "/webhooks/complete",
+        "post",
+        "completeOutboundAction",
+        "Complete an outbound action from outside (signed, idempotent by id)",
+        "webhooks",
         {
-            "name": "before",
-            "in": "query",
-            "description": "Keyset cursor: only ids below this one (the `next` link sets it)",
-            "schema": {"type": "integer", "minimum": 1},
+            "description": "Completed, or completed before (completed: false, already_completed)",
+            "headers": {
+                "X-Stepwise-Replayed": {
+                    "description": "true when this answer is the first delivery's, sent again",
+                    "schema": {"type": "string"},
+                }
+            },
+            "content": json_content(ref(webhook_body.CompletionResult)),
         },
-        {
-            "name": "limit",
-            "in": "query",
-            "schema": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
+        refusals={
+            "400": "The body is not JSON (malformed_json)",
+            "401": "missing_timestamp, bad_timestamp, missing_signature, bad_signature, stale_timestamp",
+            "404": "No such action (unknown_action)",
+            "409": "not_outbound; not_current (queued behind another action: give its action_id); "
+            "in_progress (the same id is being handled: retry after Retry-After seconds)",
+            "413": "The body is larger than 1 MiB (too_large)",
+            "422": "missing_fields or invalid_fields (`fields` names each), or id_reused (the id "
+            "was used for another completion)",
+            "503": "STEPWISE_WEBHOOK_SECRET is not set (webhook_disabled)",
         },
-    ]
-
-
-def query(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"name": name, "in": "query", "description": description, "schema": schema or {"type": "string"}}
-
-
-ACTION_ID = {
-    "name": "action_id",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "integer", "minimum": 1},
-}
+        extra={
+            "description": (
+                'Sign `"{X-Stepwise-Timestamp}.{raw body}"` with HMAC-SHA256 and the shared secret '
+                "(STEPWISE_WEBHOOK_SECRET); send `X-Stepwise-Signature: sha256=<hex>`. A timestamp "
+                "more than 300 seconds from the server's clock is refused (replay). A second "
+                "delivery of an id gets the first answer again, with `X-Stepwise-Replayed: true`; "
+                "refusals before the engine is reached (404, 409) are not kept, so the id may be "
+                "sent again later."
+            ),
+            "security": [{"webhookSignature": [], "webhookTimestamp": []}],
+            "requestBody": {
+                "required": True,
+                "content": json_content(
+                    ref(webhook_body.CompletionRequest),
+                    {
+                        "id": "dns-7f3a",
+                        "action_id": 42,
+                        "status": "succeeded",
+                        "note": "zone live",
+                        "payload": {"zone": "example.com"},
+                    },
+                ),
+            },
+        },
+    ),
+]
 
 SIGNED_IN = {
-    "401": error_response("Not signed in"),
+    "401": {"description": "Not signed in", "content": json_content(ref(api.NotSignedIn))},
 }
+
+
+def not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A parameter's schema without the null a missing parameter stands for."""
+    options = [option for option in schema.get("anyOf", []) if option.get("type") != "null"]
+    simpler = dict(options[0]) if len(options) == 1 else dict(schema)
+    simpler.pop("description", None)  # the parameter's own
+    if schema.get("default") is not None:
+        simpler["default"] = schema["default"]
+    return simpler
+
+
+def parameters(operation: Operation) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
+        for name in operation.path_parameters
+    ]
+    if operation.query is None:
+        return found
+    properties = operation.query.model_json_schema(schema_generator=Schemas)["properties"]
+    for name in operation.query.names():
+        schema = properties[name]
+        parameter: dict[str, Any] = {"name": name, "in": "query", "schema": not_null(schema)}
+        if schema.get("description"):
+            parameter["description"] = schema["description"]
+        found.append(parameter)
+    return found
 
 
 def paths() -> dict[str, Any]:
-    bad_parameter = error_response("A query parameter is unknown or malformed")
-    unknown = error_response("No such action")
-    return {
-        "/api/actions": {
-            "get": {
-                "operationId": "listActions",
-                "summary": "Actions matching the filters, newest first (a keyset page)",
-                "tags": ["actions"],
-                "parameters": [
-                    query("status", "Only this status", ref("ActionStatus")),
-                    query("name", "Only actions of this name"),
-                    query("actor_type", "Only actions of actors of this type"),
-                    query("actor_id", "Only actions of this actor (with actor_type)"),
-                    query("concurrency_key", "Only actions in this lane"),
-                    query(
-                        "roots_only",
-                        "Only roots (actions invoked without a parent step)",
-                        {"type": "boolean"},
-                    ),
-                    query(
-                        "created_after",
-                        "Created at or after (ISO 8601)",
-                        {"type": "string", "format": "date-time"},
-                    ),
-                    query(
-                        "created_before",
-                        "Created before (ISO 8601)",
-                        {"type": "string", "format": "date-time"},
-                    ),
-                    query("search", "Text searched for in the arguments"),
-                    *limit_parameters(),
-                ],
-                "responses": {
-                    "200": {"description": "One page", "content": json_content(ref("ActionPage"))},
-                    "400": bad_parameter,
-                    **SIGNED_IN,
-                },
-            }
-        },
-        "/api/actions/{action_id}": {
-            "get": {
-                "operationId": "getAction",
-                "summary": "One action with its steps, parents and errors (tracebacks included)",
-                "tags": ["actions"],
-                "parameters": [ACTION_ID],
-                "responses": {
-                    "200": {"description": "The action", "content": json_content(ref("ActionDetail"))},
-                    "404": unknown,
-                    **SIGNED_IN,
-                },
-            }
-        },
-        "/api/actions/{action_id}/tree": {
-            "get": {
-                "operationId": "getActionTree",
-                "summary": "The action and every action below it, nested",
-                "tags": ["actions"],
-                "parameters": [ACTION_ID],
-                "responses": {
-                    "200": {"description": "The tree", "content": json_content(ref("Tree"))},
-                    "404": unknown,
-                    **SIGNED_IN,
-                },
-            }
-        },
-        "/api/lanes": {
-            "get": {
-                "operationId": "listLanes",
-                "summary": "Lanes (performances) with their current action and queue length, newest first",
-                "tags": ["lanes"],
-                "parameters": [
-                    query("concurrency_key", "Only this lane"),
-                    query(
-                        "outbound",
-                        "true: only lanes waiting for an outbound completion; false: only the others",
-                        {"type": "boolean"},
-                    ),
-                    *limit_parameters(),
-                ],
-                "responses": {
-                    "200": {"description": "One page", "content": json_content(ref("LanePage"))},
-                    "400": bad_parameter,
-                    **SIGNED_IN,
-                },
-            }
-        },
-        "/api/openapi.json": {
-            "get": {
-                "operationId": "getOpenApi",
-                "summary": "This document",
-                "tags": ["meta"],
-                "responses": {
-                    "200": {
-                        "description": "The OpenAPI 3.1 document",
-                        "content": json_content({"type": "object"}),
-                    },
-                    **SIGNED_IN,
-                },
-            }
-        },
-        "/webhooks/complete": {
-            "post": {
-                "operationId": "completeOutboundAction",
-                "summary": "Complete an outbound action from outside (signed, idempotent by id)",
-                "description": (
-                    'Sign `"{X-Stepwise-Timestamp}.{raw body}"` with HMAC-SHA256 and the shared secret '
-                    "(STEPWISE_WEBHOOK_SECRET); send `X-Stepwise-Signature: sha256=<hex>`. A timestamp "
-                    "more than 300 seconds from the server's clock is refused (replay). A second "
-                    "delivery of an id gets the first answer again, with `X-Stepwise-Replayed: true`; "
-                    "refusals before the engine is reached (404, 409) are not kept, so the id may be "
-                    "sent again later."
-                ),
-                "tags": ["webhooks"],
-                "security": [{"webhookSignature": [], "webhookTimestamp": []}],
-                "requestBody": {
-                    "required": True,
-                    "content": json_content(
-                        ref("CompletionRequest"),
-                        {
-                            "id": "dns-7f3a",
-                            "action_id": 42,
-                            "status": "succeeded",
-                            "note": "zone live",
-                            "payload": {"zone": "example.com"},
-                        },
-                    ),
-                },
-                "responses": {
-                    "200": {
-                        "description": "Completed, or completed before (completed: false, already_completed)",
-                        "headers": {
-                            "X-Stepwise-Replayed": {
-                                "description": "true when this answer is the first delivery's, sent again",
-                                "schema": {"type": "string"},
-                            }
-                        },
-                        "content": json_content(ref("CompletionResult")),
-                    },
-                    "400": error_response("The body is not JSON (malformed_json)"),
-                    "401": error_response(
-                        "missing_timestamp, bad_timestamp, missing_signature, bad_signature, stale_timestamp"
-                    ),
-                    "404": error_response("No such action (unknown_action)"),
-                    "409": error_response(
-                        "not_outbound; not_current (queued behind another action: give its action_id); "
-                        "in_progress (the same id is being handled: retry after Retry-After seconds)"
-                    ),
-                    "413": error_response("The body is larger than 1 MiB (too_large)"),
-                    "422": error_response(
-                        "missing_fields or invalid_fields (`fields` names each), or id_reused (the id "
-                        "was used for another completion)"
-                    ),
-                    "503": error_response("STEPWISE_WEBHOOK_SECRET is not set (webhook_disabled)"),
-                },
-            }
-        },
-    }
+    found: dict[str, Any] = {}
+    for operation in OPERATIONS:
+        responses = {"200": operation.answer}
+        responses |= {code: error_response(text) for code, text in operation.refusals.items()}
+        if operation.tag != "webhooks":
+            responses |= SIGNED_IN
+        described: dict[str, Any] = {
+            "operationId": operation.operation_id,
+            "summary": operation.summary,
+            "tags": [operation.tag],
+            **operation.extra,
+            "responses": dict(sorted(responses.items())),
+        }
+        listed = parameters(operation)
+        if listed:
+            described["parameters"] = listed
+        found.setdefault(operation.path, {})[operation.method] = described
+    return found
 
 
+def components() -> dict[str, Any]:
+    _, top = models_json_schema(COMPONENTS, ref_template=REF, schema_generator=Schemas)
+    return dict(sorted(top.get("$defs", {}).items()))
+
+
+@cache
 def document() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
@@ -216,16 +247,11 @@ def document() -> dict[str, Any]:
                 "Times are UTC. Every error is JSON: {error, message}."
             ),
         },
-        "tags": [
-            {"name": "actions"},
-            {"name": "lanes"},
-            {"name": "webhooks"},
-            {"name": "meta"},
-        ],
+        "tags": [{"name": "actions"}, {"name": "lanes"}, {"name": "webhooks"}, {"name": "meta"}],
         "security": [{"session": []}],
         "paths": paths(),
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": components(),
             "securitySchemes": {
                 "session": {
                     "type": "apiKey",

@@ -1,288 +1,313 @@
-"""The schemas of the studio's OpenAPI document (``app/openapi.py``), and the small
-builders both use."""
+"""The JSON API's schemas, as pydantic models: the query parameters each list accepts
+(``ActionQuery``, ``LaneQuery``: they validate the query string) and the answers it gives.
+``app/openapi.py`` generates the OpenAPI document from these models and the webhook's, so
+the document cannot drift from what is checked; a test validates real answers against it.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 from engine import status
 
+from . import schemas
+from .schemas import MAX_ID
 
-def ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+PAGING = ("before", "limit")
 
-
-def nullable(schema_type: str, **more: Any) -> dict[str, Any]:
-    return {"type": [schema_type, "null"], **more}
-
-
-def json_content(schema: dict[str, Any], example: Any = None) -> dict[str, Any]:
-    media: dict[str, Any] = {"schema": schema}
-    if example is not None:
-        media["example"] = example
-    return {"application/json": media}
+ActionStatus = Literal[status.ACTION_STATUSES]  # type: ignore[valid-type]
+StepStatus = Literal[status.STEP_STATUSES]  # type: ignore[valid-type]
 
 
-def error_response(description: str) -> dict[str, Any]:
-    return {"description": description, "content": json_content(ref("Error"))}
+# --- query parameters --------------------------------------------------------------------------
 
 
-TIME = nullable("string", format="date-time", description="UTC")
-#: An action's summary fields: in the list (ActionSummary) and in each node of a tree.
-SUMMARY: dict[str, Any] = {
-    "id": {"type": "integer"},
-    "name": {"type": "string"},
-    "actor_type": {"type": "string"},
-    "actor_id": {"type": "string"},
-    "status": ref("ActionStatus"),
-    "outbound": {"type": "boolean"},
-    "started_at": TIME,
-    "completed_at": TIME,
-}
+def _text(value: Any) -> Any:
+    """A query parameter's text, stripped; empty is the same as not given."""
+    if not isinstance(value, str):
+        return value
+    value = value.strip()
+    if "\x00" in value:
+        raise PydanticCustomError("invalid", "must not contain NUL characters")
+    return value or None
 
-SCHEMAS: dict[str, Any] = {
-    "Error": {
-        "type": "object",
-        "required": ["error", "message"],
-        "properties": {
-            "error": {"type": "string", "description": "A code, e.g. bad_signature, not_found"},
-            "message": {"type": "string", "description": "What is wrong, in words"},
-            "parameter": {"type": "string", "description": "The query parameter at fault (400)"},
-            "fields": {
-                "type": "object",
-                "additionalProperties": {"type": "string"},
-                "description": "Each field at fault, with what is wrong with it (422)",
-            },
-        },
-    },
-    "ActionStatus": {"type": "string", "enum": list(status.ACTION_STATUSES)},
-    "ActionSummary": {
-        "type": "object",
-        "required": ["id", "name", "actor_type", "actor_id", "status", "outbound"],
-        "properties": {
-            **SUMMARY,
-        },
-    },
-    "ErrorSummary": {
-        "type": ["object", "null"],
-        "properties": {
-            "class": {"type": "string"},
-            "message": {"type": "string"},
-            "traceback": {"type": "string", "description": "Only on GET /api/actions/{action_id}"},
-        },
-    },
-    "Action": {
-        "allOf": [
-            ref("ActionSummary"),
-            {
-                "type": "object",
-                "properties": {
-                    "arguments": {"type": "array", "description": "The arguments, as stored (JSON)"},
-                    "root": {"type": "boolean", "description": "Invoked without a parent step"},
-                    "tree_id": {"type": "integer", "description": "The root of the tree it belongs to"},
-                    "concurrency_key": {"type": "string", "description": "Its lane"},
-                    "checksum_key": {"type": "string"},
-                    "checksum": nullable("string"),
-                    "current_step_index": {"type": "integer"},
-                    "timeout_seconds": nullable("number", description="Seconds, with their fraction"),
-                    "deadline_at": TIME,
-                    "superseded_by_id": nullable("integer"),
-                    "result": nullable("object", description="The payload it was completed with"),
-                    "error": ref("ErrorSummary"),
-                    "created_at": TIME,
-                    "updated_at": TIME,
-                    "links": {
-                        "type": "object",
-                        "properties": {"self": {"type": "string"}, "tree": {"type": "string"}},
-                    },
-                },
-            },
-        ]
-    },
-    "Step": {
-        "type": "object",
-        "properties": {
-            "id": {"type": "integer"},
-            "index": {"type": "integer", "description": "Which step of the definition"},
-            "status": {"type": "string", "enum": list(status.STEP_STATUSES)},
-            "attempt": {"type": "integer"},
-            "retry_at": TIME,
-            "pending_actions_count": {"type": "integer"},
-            "unsuccessful_actions_count": {"type": "integer"},
-            "started_at": TIME,
-            "performed_at": TIME,
-            "completed_at": TIME,
-            "children": {
-                "type": "array",
-                "items": {"type": "integer"},
-                "description": "Ids of the actions the step waited on",
-            },
-        },
-    },
-    "AttemptError": {
-        "type": "object",
-        "properties": {
-            "event": {
-                "type": "string",
-                "description": "attempt_failed, step_errored, step_failed, callback_failed or completed",
-            },
-            "at": TIME,
-            "step_id": nullable("integer"),
-            "attempt": nullable("integer"),
-            "next_attempt_at": nullable("string"),
-            "error_class": {"type": "string"},
-            "error_message": {"type": "string"},
-            "traceback": nullable("string"),
-        },
-    },
-    "ActionDetail": {
-        "allOf": [
-            ref("Action"),
-            {
-                "type": "object",
-                "required": ["steps", "parents", "errors"],
-                "properties": {
-                    "steps": {"type": "array", "items": ref("Step")},
-                    "parents": {
-                        "type": "array",
-                        "description": "The steps that waited on it (several when reuse attached it)",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "action_id": {"type": "integer"},
-                                "step_id": {"type": "integer"},
-                                "step_index": {"type": "integer"},
-                            },
-                        },
-                    },
-                    "errors": {
-                        "type": "array",
-                        "description": "Every error in its history, oldest first",
-                        "items": ref("AttemptError"),
-                    },
-                },
-            },
-        ]
-    },
-    "TreeNode": {
-        "type": "object",
-        "description": (
-            "An action with its steps and their children. An action reached twice is shown in full "
-            'once, then as {"id", "name", "status", "repeated": true}; one cut off (too many nodes, '
-            'too deep) as {"id", "truncated": true}.'
-        ),
-        "required": ["id"],
-        "properties": {
-            **SUMMARY,
-            "error": ref("ErrorSummary"),
-            "repeated": {"type": "boolean"},
-            "truncated": {"type": "boolean"},
-            "steps": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "id": {"type": "integer"},
-                        "index": {"type": "integer"},
-                        "status": {"type": "string"},
-                        "children": {"type": "array", "items": ref("TreeNode")},
-                    },
-                },
-            },
-        },
-    },
-    "Tree": {
-        "type": "object",
-        "required": ["tree", "nodes", "truncated"],
-        "properties": {
-            "tree": ref("TreeNode"),
-            "nodes": {"type": "integer", "description": "Actions loaded"},
-            "truncated": {"type": "boolean"},
-        },
-    },
-    "ActionPage": {
-        "type": "object",
-        "required": ["actions", "limit", "next"],
-        "properties": {
-            "actions": {"type": "array", "items": ref("Action")},
-            "limit": {"type": "integer"},
-            "next": nullable("string", description="The next page's URL; null on the last page"),
-        },
-    },
-    "Lane": {
-        "type": "object",
-        "properties": {
-            "id": {"type": "integer"},
-            "concurrency_key": {"type": "string"},
-            "created_at": TIME,
-            "current": {
-                "oneOf": [
-                    {
-                        "allOf": [
-                            ref("ActionSummary"),
-                            {"type": "object", "properties": {"deadline_at": TIME}},
-                        ]
-                    },
-                    {"type": "null"},
-                ]
-            },
-            "waiting_for_completion": {
-                "type": "boolean",
-                "description": "Its current action is outbound: the lane moves when it is completed",
-            },
-            "queued": {"type": "integer", "description": "Pending actions behind the current one"},
-            "links": {
-                "type": "object",
-                "properties": {"current": {"type": "string"}, "actions": {"type": "string"}},
-            },
-        },
-    },
-    "LanePage": {
-        "type": "object",
-        "required": ["lanes", "limit", "next"],
-        "properties": {
-            "lanes": {"type": "array", "items": ref("Lane")},
-            "limit": {"type": "integer"},
-            "next": nullable("string"),
-        },
-    },
-    "CompletionRequest": {
-        "type": "object",
-        "description": (
-            "Give action_id, or actor_type + actor_id + name (the lane's current outbound action)."
-        ),
-        "required": ["id", "status"],
-        "additionalProperties": False,
-        "properties": {
-            "id": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 255,
-                "description": "This completion's id: the same in every retry, a new one per completion",
-            },
-            "action_id": {"type": "integer", "minimum": 1},
-            "actor_type": {"type": "string", "maxLength": 255},
-            "actor_id": {"type": ["string", "integer"]},
-            "name": {"type": "string", "maxLength": 255},
-            "status": {"type": "string", "enum": sorted(status.COMPLETIONS)},
-            "note": nullable("string", maxLength=10_000, description="Why: kept in the history and audit"),
-            "payload": nullable("object", description="Kept as the action's result"),
-        },
-        "oneOf": [
-            {"required": ["action_id"]},
-            {"required": ["actor_type", "actor_id", "name"]},
-        ],
-    },
-    "CompletionResult": {
-        "type": "object",
-        "required": ["id", "completed", "reason", "action_id"],
-        "properties": {
-            "id": {"type": "string"},
-            "completed": {"type": "boolean", "description": "false: it was completed before"},
-            "reason": {"type": "string", "enum": ["completed", "already_completed"]},
-            "action_id": {"type": "integer"},
-            "requested_status": {"type": "string"},
-            "action_status": ref("ActionStatus"),
-        },
-    },
-}
+
+def _time(value: Any) -> Any:
+    """An ISO 8601 time; one without an offset is UTC, like every time the API shows."""
+    value = _text(value)
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = datetime.fromisoformat(value)
+        return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo is not None else parsed
+    except (ValueError, OverflowError):
+        raise PydanticCustomError(
+            "invalid",
+            "must be an ISO 8601 time such as 2025-01-31T12:00:00Z, not {shown}",
+            {"shown": repr(value[:40])},
+        ) from None
+
+
+def _limit(value: Any) -> Any:
+    value = _text(value)
+    return DEFAULT_LIMIT if value is None else value
+
+
+QueryText = Annotated[str | None, BeforeValidator(_text)]
+QueryTime = Annotated[datetime | None, BeforeValidator(_time)]
+
+
+class Query(BaseModel):
+    """Query parameters: each one text, stripped, empty as if not given; an unknown one is
+    refused (so a misspelt filter never silently matches everything). This one has none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """The parameters, each list's own filters first, then the paging ones."""
+        return [k for k in cls.model_fields if k not in PAGING] + [k for k in PAGING if k in cls.model_fields]
+
+    @classmethod
+    def parse(cls, arguments: dict[str, str]) -> Any:
+        """The query, or ``BadParameter`` naming the first parameter at fault."""
+        try:
+            return cls.model_validate(arguments)
+        except ValidationError as failure:
+            names = cls.names()
+            allowed = f"use {', '.join(names)}" if names else "this one takes none"
+            found = schemas.problems(
+                failure,
+                cls,
+                missing=lambda field: "is required",
+                unknown=lambda field: f"is not a parameter here: {allowed}",
+                word=schemas.parameter_message,
+            )
+            name, problem = next(iter(found.items()))
+            raise BadParameter(name, problem) from None
+
+
+class BadParameter(Exception):
+    """Raised when a query parameter is unknown or malformed; the message names it."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"{name} {problem}")
+        self.name = name
+
+
+class Paged(Query):
+    """A list's parameters: its filters, then the keyset page's."""
+
+    before: Annotated[int | None, BeforeValidator(_text)] = Field(
+        None, ge=1, le=MAX_ID, description="Keyset cursor: only ids below this one (the `next` link sets it)"
+    )
+    limit: Annotated[int, BeforeValidator(_limit)] = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+
+
+class ActionQuery(Paged):
+    status: Annotated[ActionStatus | None, BeforeValidator(_text)] = Field(
+        None, description="Only this status"
+    )
+    name: QueryText = Field(None, description="Only actions of this name")
+    actor_type: QueryText = Field(None, description="Only actions of actors of this type")
+    actor_id: QueryText = Field(None, description="Only actions of this actor (with actor_type)")
+    concurrency_key: QueryText = Field(None, description="Only actions in this lane")
+    roots_only: Annotated[bool | None, BeforeValidator(_text)] = Field(
+        None, description="Only roots (actions invoked without a parent step)"
+    )
+    created_after: QueryTime = Field(None, description="Created at or after (ISO 8601)")
+    created_before: QueryTime = Field(None, description="Created before (ISO 8601)")
+    search: QueryText = Field(None, description="Text searched for in the arguments")
+
+
+class LaneQuery(Paged):
+    concurrency_key: QueryText = Field(None, description="Only this lane")
+    outbound: Annotated[bool | None, BeforeValidator(_text)] = Field(
+        None, description="true: only lanes waiting for an outbound completion; false: only the others"
+    )
+
+
+NoQuery = Query
+
+# --- answers -----------------------------------------------------------------------------------
+
+Time = Annotated[datetime | None, Field(description="UTC")]
+
+
+class Answer(BaseModel):
+    """An answer's schema: a field without a default is always there (null when it has no
+    value); the views build the answers as plain JSON, and a test checks them against these."""
+
+
+class Error(BaseModel):
+    """Every error is JSON: a code and a sentence."""
+
+    error: str = Field(description="A code, e.g. bad_signature, not_found")
+    message: str = Field(description="What is wrong, in words")
+    parameter: str | None = Field(None, description="The query parameter at fault (400)")
+    fields: dict[str, str] | None = Field(None, description="Each field at fault, with what is wrong (422)")
+    action_id: int | None = Field(None, description="The action meant (409 not_current)")
+
+
+class NotSignedIn(BaseModel):
+    """The answer to a request without a signed-in session (401): where to sign in."""
+
+    error: Literal["not signed in"]
+    login: str = Field(description="The sign-in page")
+
+
+class ActionSummary(Answer):
+    """An action's summary fields: in the lists, and in each node of a tree."""
+
+    id: int
+    name: str
+    actor_type: str
+    actor_id: str
+    status: ActionStatus
+    outbound: bool
+    started_at: Time
+    completed_at: Time
+
+
+class ErrorSummary(Answer):
+    """An action's error: its exception's class and message."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    error_class: str = Field(alias="class")
+    message: str | None
+    traceback: str | None = Field(None, description="Only on GET /api/actions/{action_id}")
+
+
+class ActionLinks(Answer):
+    self: str
+    tree: str
+
+
+class Action(ActionSummary):
+    arguments: list[Any] = Field(description="The arguments, as stored (JSON)")
+    root: bool = Field(description="Invoked without a parent step")
+    tree_id: int | None = Field(description="The root of the tree it belongs to")
+    concurrency_key: str = Field(description="Its lane")
+    checksum_key: str | None
+    checksum: str | None
+    current_step_index: int | None
+    timeout_seconds: float | None = Field(description="Seconds, with their fraction")
+    deadline_at: Time
+    superseded_by_id: int | None
+    result: dict[str, Any] | None = Field(description="The payload it was completed with")
+    error: ErrorSummary | None
+    created_at: Time
+    updated_at: Time
+    links: ActionLinks
+
+
+class Step(Answer):
+    id: int
+    index: int = Field(description="Which step of the definition")
+    status: StepStatus
+    attempt: int
+    retry_at: Time
+    pending_actions_count: int
+    unsuccessful_actions_count: int
+    started_at: Time
+    performed_at: Time
+    completed_at: Time
+    children: list[int] = Field(description="Ids of the actions the step waited on")
+
+
+class Parent(Answer):
+    action_id: int
+    step_id: int
+    step_index: int
+
+
+class AttemptError(Answer):
+    event: Literal["attempt_failed", "step_errored", "step_failed", "callback_failed", "completed"]
+    at: Time
+    step_id: int | None
+    attempt: int | None
+    next_attempt_at: str | None
+    error_class: str | None
+    error_message: str | None
+    traceback: str | None
+
+
+class ActionDetail(Action):
+    steps: list[Step]
+    parents: list[Parent] = Field(description="The steps that waited on it (several when reuse attached it)")
+    errors: list[AttemptError] = Field(description="Every error in its history, oldest first")
+
+
+class ActionPage(Answer):
+    actions: list[Action]
+    limit: int
+    next: str | None = Field(description="The next page's URL; null on the last page")
+
+
+class TreeStep(Answer):
+    id: int
+    index: int
+    status: StepStatus
+    children: list[TreeNode]
+
+
+class TreeNode(BaseModel):
+    """An action with its steps and their children. An action reached twice is shown in
+    full once, then as {"id", "name", "status", "repeated": true}; one cut off (too many
+    nodes, too deep) as {"id", "truncated": true}."""
+
+    id: int
+    name: str | None = None
+    actor_type: str | None = None
+    actor_id: str | None = None
+    status: ActionStatus | None = None
+    outbound: bool | None = None
+    started_at: Time = None
+    completed_at: Time = None
+    error: ErrorSummary | None = None
+    repeated: bool | None = None
+    truncated: bool | None = None
+    steps: list[TreeStep] | None = None
+
+
+class Tree(Answer):
+    tree: TreeNode
+    nodes: int = Field(description="Actions loaded")
+    truncated: bool
+
+
+class CurrentAction(ActionSummary):
+    deadline_at: Time
+
+
+class LaneLinks(Answer):
+    current: str
+    actions: str
+
+
+class Lane(Answer):
+    id: int
+    concurrency_key: str
+    created_at: Time
+    current: CurrentAction | None
+    waiting_for_completion: bool = Field(
+        description="Its current action is outbound: the lane moves when it is completed"
+    )
+    queued: int = Field(description="Pending actions behind the current one")
+    links: LaneLinks
+
+
+class LanePage(Answer):
+    lanes: list[Lane]
+    limit: int
+    next: str | None = Field(description="The next page's URL; null on the last page")
+
+
+TreeStep.model_rebuild()

@@ -19,6 +19,8 @@ from engine.commands import ActionFilter
 from engine.models import Action, ActionEvent, Performance, Step
 from engine.step import step_actions
 
+from .schemas import MAX_ID
+
 T = TypeVar("T")
 
 #: History events that carry an error (``error_class``, ``error_message``, ``traceback``).
@@ -52,10 +54,6 @@ def actions_page(session: Session, where: ActionFilter, before: int | None, limi
     more = len(rows) > limit
     rows = rows[:limit]
     return Page(rows, rows[-1].id if more and rows else None)
-
-
-#: The largest id a BIGINT holds: a larger one names no action (and must not reach the database).
-MAX_ID = 2**63 - 1
 
 
 def action(session: Session, action_id: int) -> Action | None:

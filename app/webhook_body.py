@@ -1,30 +1,27 @@
 """The completion webhook's answers and its body: refusals with a JSON reason, and the
 parsing and validation that turn raw bytes into a ``Completion`` or a 4xx that says what
-is wrong (never a 5xx)."""
+is wrong (never a 5xx). ``CompletionRequest`` is the body's schema: it validates the body
+and is the OpenAPI document's description of it (``app.openapi``)."""
 
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
 from flask import jsonify
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 from werkzeug.wrappers import Response
 
 from engine import status
 
-from . import queries_api
+from . import schemas
+from .schemas import MAX_ID, JsonObject, Name, Text, json_type
 
 MAX_NOTE = 10_000
-#: How deep a payload's objects and arrays may nest.
-MAX_DEPTH = 32
 MAX_NAME = 255
-MAX_ID = queries_api.MAX_ID
-#: Who the audit and the history say completed the action.
-
-FIELDS = ("id", "action_id", "actor_type", "actor_id", "name", "status", "note", "payload")
-LANE_FIELDS = ("actor_type", "actor_id", "name")
 
 
 def reply(code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
@@ -83,6 +80,69 @@ def parse(raw: bytes) -> Any:
 
 # --- the completion's fields -------------------------------------------------------------------
 
+#: The statuses a completion may give, in the order its messages list them.
+COMPLETIONS = tuple(sorted(status.COMPLETIONS))
+CompletionStatus = Literal[COMPLETIONS]  # type: ignore[valid-type]
+
+
+def _short_digits(value: str | int) -> str | int:
+    if isinstance(value, int) and len(str(value)) > MAX_NAME:
+        raise PydanticCustomError("invalid", f"must be at most {MAX_NAME} characters (as digits)")
+    return value
+
+
+ActorId = Annotated[
+    Annotated[Name, Field(min_length=1, max_length=MAX_NAME)] | int, AfterValidator(_short_digits)
+]
+
+
+class CompletionRequest(BaseModel):
+    """Give action_id, or actor_type + actor_id + name (the lane's current outbound action)."""
+
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [{"required": ["action_id"]}, {"required": ["actor_type", "actor_id", "name"]}],
+            "additionalProperties": False,
+        },
+    )
+
+    id: Name = Field(
+        min_length=1,
+        max_length=MAX_NAME,
+        description="This completion's id: the same in every retry, a new one per completion",
+    )
+    action_id: int | None = Field(None, ge=1, le=MAX_ID, description="The outbound action to complete")
+    actor_type: Name | None = Field(None, min_length=1, max_length=MAX_NAME)
+    actor_id: ActorId | None = Field(None, description="A string, or an integer taken as its digits")
+    name: Name | None = Field(None, min_length=1, max_length=MAX_NAME, description="The action's name")
+    status: CompletionStatus
+    note: Text | None = Field(None, max_length=MAX_NOTE, description="Why: kept in the history and audit")
+    payload: JsonObject | None = Field(None, description="Kept as the action's result")
+
+
+class CompletionResult(BaseModel):
+    """The answer to a delivery that reached the engine (kept, and sent again to every
+    later delivery of its id)."""
+
+    id: str
+    completed: bool = Field(description="false: it was completed before")
+    #: A str, not a Literal: a reason the engine adds later must not turn an answer into a 500.
+    reason: str = Field(description="completed, or already_completed")
+    action_id: int
+    requested_status: CompletionStatus
+    action_status: str | None = Field(description="The action's status after the delivery")
+
+
+FIELDS = tuple(CompletionRequest.model_fields)
+LANE_FIELDS = ("actor_type", "actor_id", "name")
+
+REQUIRED = {
+    "id": "is required: a unique id of this completion, the same in every retry",
+    "status": f"is required: one of {', '.join(COMPLETIONS)}",
+}
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -92,54 +152,6 @@ class Completion:
     payload: dict[str, Any] | None
     action_id: int | None
     lane: tuple[str, str, str] | None
-
-
-def json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
-def text_problem(value: str) -> str | None:
-    if "\x00" in value:
-        return "must not contain NUL characters"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "must be valid Unicode (it holds an unpaired surrogate)"
-    return None
-
-
-def json_problem(value: Any, depth: int = 1) -> str | None:
-    if isinstance(value, str):
-        return text_problem(value)
-    if isinstance(value, dict | list):
-        if depth > MAX_DEPTH:
-            return f"must not nest more than {MAX_DEPTH} levels deep"
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, item in items:
-            problem = (text_problem(key) if isinstance(key, str) else None) or json_problem(item, depth + 1)
-            if problem is not None:
-                return problem
-    return None
-
-
-def name_problem(value: Any, what: str) -> str | None:
-    if not isinstance(value, str):
-        return f"must be {what}, not {json_type(value)}"
-    if not value.strip():
-        return "must not be empty"
-    if len(value) > MAX_NAME:
-        return f"must be at most {MAX_NAME} characters"
-    return text_problem(value)
 
 
 def validate(body: Any) -> Completion:
@@ -152,85 +164,55 @@ def validate(body: Any) -> Completion:
             f"and name), not {json_type(body)}",
             fields={},
         )
+    given = {key: value for key, value in body.items() if value is not None}  # null: not given
     problems: dict[str, str] = {}
-    for key in sorted(set(body) - set(FIELDS)):
-        problems[key[:80]] = f"is not a field: the fields are {', '.join(FIELDS)}"
-
-    completion_id = body.get("id")
-    if completion_id is None:
-        problems["id"] = "is required: a unique id of this completion, the same in every retry"
-    elif (problem := name_problem(completion_id, "a string")) is not None:
-        problems["id"] = problem
-
-    to = body.get("status")
-    if to is None:
-        problems["status"] = f"is required: one of {', '.join(sorted(status.COMPLETIONS))}"
-    elif not isinstance(to, str) or to not in status.COMPLETIONS:
-        shown = repr(to[:40]) if isinstance(to, str) else json_type(to)
-        problems["status"] = f"must be one of {', '.join(sorted(status.COMPLETIONS))}, not {shown}"
-
-    note = body.get("note")
-    if note is not None:
-        if not isinstance(note, str):
-            problems["note"] = f"must be a string, not {json_type(note)}"
-        elif len(note) > MAX_NOTE:
-            problems["note"] = f"must be at most {MAX_NOTE:,} characters"
-        elif (problem := text_problem(note)) is not None:
-            problems["note"] = problem
-
-    payload = body.get("payload")
-    if payload is not None:
-        if not isinstance(payload, dict):
-            problems["payload"] = f"must be an object, not {json_type(payload)}"
-        elif (problem := json_problem(payload)) is not None:
-            problems["payload"] = problem
-
-    action_id = body.get("action_id")
-    by_lane = [k for k in LANE_FIELDS if body.get(k) is not None]
-    lane: tuple[str, str, str] | None = None
-    if action_id is not None:
-        if isinstance(action_id, bool) or not isinstance(action_id, int):
-            problems["action_id"] = f"must be an integer, not {json_type(action_id)}"
-        elif not 1 <= action_id <= MAX_ID:
-            problems["action_id"] = f"must be an action's id, between 1 and {MAX_ID}"
-        if by_lane:
-            problems["action_id"] = (
-                "give either action_id or actor_type, actor_id and name (the lane's current "
-                "outbound action), not both"
-            )
-    elif not by_lane:
-        problems["action_id"] = (
-            "is required, unless actor_type, actor_id and name address the outbound action "
-            "current in that lane"
+    request: CompletionRequest | None = None
+    try:
+        request = CompletionRequest.model_validate(given)
+    except ValidationError as failure:
+        problems = schemas.problems(
+            failure,
+            CompletionRequest,
+            missing=lambda field: REQUIRED.get(field, "is required"),
+            unknown=lambda field: f"is not a field: the fields are {', '.join(FIELDS)}",
         )
-    else:
-        actor_id = body.get("actor_id")
-        if isinstance(actor_id, int) and not isinstance(actor_id, bool):
-            actor_id = str(actor_id)
-        values: dict[str, Any] = {
-            "actor_type": body.get("actor_type"),
-            "actor_id": actor_id,
-            "name": body.get("name"),
-        }
-        for key, value in values.items():
-            if value is None:
-                problems[key] = "is required with " + " and ".join(k for k in LANE_FIELDS if k != key)
-            elif problem := name_problem(
-                value, "a string" if key != "actor_id" else "a string or an integer"
-            ):
-                problems[key] = problem
-        if not any(k in problems for k in LANE_FIELDS):
-            lane = (values["actor_type"], values["actor_id"], values["name"])
-
-    if problems:
+    problems.update(address_problems(given))
+    if problems or request is None:
         listed = "; ".join(f"{k} {v}" for k, v in problems.items())
         missing = any(v.startswith("is required") for v in problems.values())
         refuse(422, "missing_fields" if missing else "invalid_fields", listed, fields=problems)
+    lane = None
+    if request.action_id is None:
+        assert request.actor_type is not None and request.actor_id is not None and request.name is not None
+        lane = (request.actor_type, str(request.actor_id), request.name)
     return Completion(
-        id=str(completion_id),
-        to=str(to),
-        note=note,
-        payload=payload,
-        action_id=action_id,
+        id=request.id,
+        to=request.status,
+        note=request.note,
+        payload=request.payload,
+        action_id=request.action_id,
         lane=lane,
     )
+
+
+def address_problems(given: dict[str, Any]) -> dict[str, str]:
+    """The rule the model's ``oneOf`` states: action_id, or all three of actor_type,
+    actor_id and name, never both."""
+    by_lane = [key for key in LANE_FIELDS if key in given]
+    if "action_id" in given:
+        if by_lane:
+            return {
+                "action_id": "give either action_id or actor_type, actor_id and name (the lane's "
+                "current outbound action), not both"
+            }
+        return {}
+    if not by_lane:
+        return {
+            "action_id": "is required, unless actor_type, actor_id and name address the outbound "
+            "action current in that lane"
+        }
+    return {
+        key: "is required with " + " and ".join(k for k in LANE_FIELDS if k != key)
+        for key in LANE_FIELDS
+        if key not in given
+    }

@@ -7,21 +7,20 @@
     stepwise worker [MODULE...] [-p N] [-t N] [--idle-poll MS]  run Dramatiq workers for the engine's jobs
 
 Other packages add commands through the ``stepwise.commands`` entry-point group (the studio
-adds ``serve`` and ``users``).
+adds ``serve`` and ``users``). ``stepwise --help`` lists them all.
 
-A command is a function registered with ``@command("group name", arguments...)``: it takes
-the parsed arguments and returns the exit status. Exit status: 0 done, 1 the command failed
-(stderr says why and what to do), 2 wrong usage.
+A command is a click command of the ``cli`` group (engine/cli_base.py) that returns its exit
+status: 0 done, 1 the command failed (stderr says why and what to do), 2 wrong usage.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from datetime import timedelta
 
+import click
 from sqlalchemy import exc as sa_exc
 
 from . import broker, cli_operator, db, migrate, sweeper
@@ -30,8 +29,10 @@ from .cli_base import (
     GROUPS,
     CommandFailed,
     argument,
+    cli,
     command,
     database,
+    group,
     main,
     name,
 )
@@ -41,20 +42,24 @@ __all__ = [
     "GROUPS",
     "CommandFailed",
     "argument",
+    "cli",
     "cli_operator",
     "command",
     "database",
     "main",
 ]
 
+db_group = group("db")
 
-@command("db upgrade", DATABASE_URL)
-def db_upgrade(args: argparse.Namespace) -> int:
+
+@db_group.command("upgrade")
+@DATABASE_URL
+def db_upgrade(database_url: str | None) -> int:
     """Apply the engine's migrations: create or update the stepwise_* tables.
 
     Safe to run again: a database already at the newest revision is left as it is.
     """
-    with database(args) as sa_engine:
+    with database(database_url) as sa_engine:
         before = migrate.current(sa_engine)
         migrate.upgrade(sa_engine)
         after = migrate.current(sa_engine)
@@ -65,10 +70,11 @@ def db_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("db current", DATABASE_URL)
-def db_current(args: argparse.Namespace) -> int:
+@db_group.command("current")
+@DATABASE_URL
+def db_current(database_url: str | None) -> int:
     """Print the revision the database is at, and whether it is the newest."""
-    with database(args, must_exist=True) as sa_engine:
+    with database(database_url, must_exist=True) as sa_engine:
         revision, head = migrate.current(sa_engine), migrate.head()
         if revision is None and migrate.tables_present(sa_engine):
             print("none (the tables were made by engine.create_all(): see `stepwise db stamp --help`)")
@@ -81,19 +87,17 @@ def db_current(args: argparse.Namespace) -> int:
     return 0
 
 
-@command(
-    "db stamp",
-    argument("revision", metavar="REVISION", help="the revision the tables match, usually 'head'"),
-    DATABASE_URL,
-)
-def db_stamp(args: argparse.Namespace) -> int:
-    """Record that the tables are at REVISION without running any migration.
+@db_group.command("stamp")
+@click.argument("revision", metavar="REVISION")
+@DATABASE_URL
+def db_stamp(revision: str, database_url: str | None) -> int:
+    """Record that the tables are at REVISION (usually 'head') without running any migration.
 
     For tables made by engine.create_all() from the same version of Stepwise: afterwards
     `stepwise db upgrade` applies only the migrations that come later.
     """
-    with database(args, must_exist=True) as sa_engine:
-        migrate.stamp(sa_engine, args.revision)
+    with database(database_url, must_exist=True) as sa_engine:
+        migrate.stamp(sa_engine, revision)
         print(f"Stamped {name(sa_engine)} at {migrate.current(sa_engine)}")
     return 0
 
@@ -109,20 +113,18 @@ def require_broker(what: str) -> None:
         )
 
 
-@command(
-    "sweep",
-    argument("--every", type=float, metavar="SECONDS", help="sweep again every SECONDS, until stopped"),
-    argument(
-        "--grace",
-        type=float,
-        default=sweeper.GRACE.total_seconds(),
-        metavar="SECONDS",
-        help="leave alone work due for less than SECONDS: its message may be on its way "
-        "(default: %(default)s)",
-    ),
-    DATABASE_URL,
+@cli.command("sweep")
+@click.option("--every", type=float, metavar="SECONDS", help="sweep again every SECONDS, until stopped")
+@click.option(
+    "--grace",
+    type=float,
+    default=sweeper.GRACE.total_seconds(),
+    show_default=True,
+    metavar="SECONDS",
+    help="leave alone work due for less than SECONDS: its message may be on its way",
 )
-def sweep(args: argparse.Namespace) -> int:
+@DATABASE_URL
+def sweep(every: float | None, grace: float, database_url: str | None) -> int:
     """Send again the work that is due but was not picked up: lost messages, killed workers.
 
     Every job ignores a message it already handled, so sending twice is safe. Run it once,
@@ -131,21 +133,20 @@ def sweep(args: argparse.Namespace) -> int:
     """
     require_broker("stepwise sweep")
     broker.setup()
-    grace = timedelta(seconds=args.grace)
-    with database(args, must_exist=True, pool_pre_ping=True) as sa_engine:
+    with database(database_url, must_exist=True, pool_pre_ping=True) as sa_engine:
         db.configure(sa_engine)
         while True:
             try:
                 with db.session() as session:
-                    report = sweeper.sweep(session, grace=grace)
+                    report = sweeper.sweep(session, grace=timedelta(seconds=grace))
                 print(report, flush=True)
             except sa_exc.DBAPIError as error:
-                if args.every is None:
+                if every is None:
                     raise
                 print(f"stepwise: the sweep failed, trying again: {error.orig}", file=sys.stderr, flush=True)
-            if args.every is None:
+            if every is None:
                 return 0
-            time.sleep(args.every)
+            time.sleep(every)
 
 
 #: ``stepwise worker --idle-poll``: a message sent to an idle worker waits at most about this
@@ -155,24 +156,24 @@ IDLE_POLL_MS = 100
 WORKER_TIMEOUT_VARIABLE = "dramatiq_worker_timeout"
 
 
-@command(
-    "worker",
-    argument("modules", nargs="*", metavar="MODULE", help="modules to import: those defining your actors"),
-    argument("-p", "--processes", type=int, metavar="N", help="worker processes (Dramatiq's default: CPUs)"),
-    argument("-t", "--threads", type=int, metavar="N", help="threads per process (Dramatiq's default: 8)"),
-    argument(
-        "--idle-poll",
-        type=int,
-        default=IDLE_POLL_MS,
-        metavar="MS",
-        help=(
-            f"an idle worker's longest wait between polls of Redis, and for delayed messages on "
-            f"RabbitMQ (default {IDLE_POLL_MS})"
-        ),
+@cli.command("worker")
+@click.argument("modules", nargs=-1, metavar="[MODULE]...")
+@click.option("-p", "--processes", type=int, metavar="N", help="worker processes (Dramatiq's default: CPUs)")
+@click.option("-t", "--threads", type=int, metavar="N", help="threads per process (Dramatiq's default: 8)")
+@click.option(
+    "--idle-poll",
+    type=int,
+    default=IDLE_POLL_MS,
+    metavar="MS",
+    help=(
+        f"an idle worker's longest wait between polls of Redis, and for delayed messages on "
+        f"RabbitMQ (default {IDLE_POLL_MS})"
     ),
 )
-def worker(args: argparse.Namespace) -> int:
+def worker(modules: tuple[str, ...], processes: int | None, threads: int | None, idle_poll: int) -> int:
     """Run Dramatiq worker processes for the engine's jobs: `dramatiq engine.jobs MODULE...`.
+
+    Each MODULE is imported by every worker: those defining your actors.
 
     Each process imports engine.jobs and your modules, reads DATABASE_URL and REDIS_URL (or
     RABBITMQ_URL), and reconnects after a restart of the database or of the broker. An idle
@@ -180,16 +181,16 @@ def worker(args: argparse.Namespace) -> int:
     timeout): the wait a message sent to an idle worker may see before it is picked up.
     """
     require_broker("stepwise worker")
-    os.environ[WORKER_TIMEOUT_VARIABLE] = str(args.idle_poll)
-    os.execv(sys.executable, worker_command(args))
+    os.environ[WORKER_TIMEOUT_VARIABLE] = str(idle_poll)
+    os.execv(sys.executable, worker_command(modules, processes, threads))
 
 
-def worker_command(args: argparse.Namespace) -> list[str]:
-    command = [sys.executable, "-m", "dramatiq", "engine.jobs", *args.modules]
-    if args.processes is not None:
-        command += ["--processes", str(args.processes)]
-    if args.threads is not None:
-        command += ["--threads", str(args.threads)]
+def worker_command(modules: tuple[str, ...], processes: int | None, threads: int | None) -> list[str]:
+    command = [sys.executable, "-m", "dramatiq", "engine.jobs", *modules]
+    if processes is not None:
+        command += ["--processes", str(processes)]
+    if threads is not None:
+        command += ["--threads", str(threads)]
     return command
 
 

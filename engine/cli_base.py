@@ -1,10 +1,13 @@
-"""The ``stepwise`` command's framework: ``@command`` registers a function under a group
-and name, ``argument`` declares its options, ``main`` parses and dispatches, turning the
-engine's errors into a message and exit status 1.
+"""The ``stepwise`` command's framework, on click (Flask's own CLI library): the ``cli``
+group every command joins, ``group`` for a group of commands (``stepwise db …``), the
+shared ``--database-url`` option, and ``main``, which turns the engine's errors into a
+message and exit status 1 (2 for wrong usage, 130 for Ctrl-C).
 
 The commands themselves live in engine/cli.py (database, workers, sweeper), in
 engine/cli_operator.py (operator verbs) and in packages of the ``stepwise.commands``
-entry-point group (the studio).
+entry-point group (the studio). ``command`` and ``argument`` also declare a command the
+argparse way (engine/cli_operator.py still does): each argument becomes a click parameter,
+and the function is called with an ``argparse.Namespace`` of them.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
+import click
 from alembic.util import CommandError
 from sqlalchemy import create_engine
 from sqlalchemy import exc as sa_exc
@@ -28,62 +32,65 @@ from . import __version__, db
 from .errors import EngineError
 
 Run = Callable[[argparse.Namespace], int]
-if TYPE_CHECKING:
-    SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class CommandFailed(Exception):
     """Raised when a command cannot do its work; the message says what to do about it."""
 
 
-@dataclass(frozen=True)
-class Argument:
-    flags: tuple[str, ...]
-    options: dict[str, Any]
+class Group(click.Group):
+    """A group whose commands fail with ``stepwise: error: <what to do>`` and exit status 1
+    on the errors an operator can act on, never with a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (CommandFailed, EngineError, CommandError) as error:
+            return fail(str(error))
+        except sa_exc.DBAPIError as error:
+            return fail(f"the database refused: {error.orig}")
+        except KeyboardInterrupt:
+            return 130
 
 
-def argument(*flags: str, **options: Any) -> Argument:
-    """An argument of a command, declared as for ``ArgumentParser.add_argument``."""
-    return Argument(flags, options)
+@click.group(cls=Group, name="stepwise", context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="stepwise", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Stepwise: durable action trees on SQLAlchemy models."""
 
 
-@dataclass(frozen=True)
-class Command:
-    path: tuple[str, ...]
-    run: Run
-    arguments: tuple[Argument, ...]
-
-
-#: Every command by its path, in the order the help lists them. Registering a path again
-#: replaces it (``python -m engine.cli`` runs the module twice: as __main__, then imported).
-COMMANDS: dict[tuple[str, ...], Command] = {}
-
-#: The help line of each group of commands.
+#: The help line of each group of commands declared by path (``command("db upgrade")``).
 GROUPS = {"db": "the engine's tables: migrations"}
 
 
-def command(path: str, *arguments: Argument) -> Callable[[Run], Run]:
-    """Register the decorated function as ``stepwise <path>``; its docstring is the help."""
-
-    def register(run: Run) -> Run:
-        COMMANDS[tuple(path.split())] = Command(tuple(path.split()), run, arguments)
-        return run
-
-    return register
+def group(name: str, help_text: str | None = None) -> click.Group:
+    """The group ``stepwise <name>`` (made on first use)."""
+    found = cli.commands.get(name)
+    if isinstance(found, click.Group):
+        return found
+    made = Group(name, help=help_text or GROUPS.get(name), short_help=help_text or GROUPS.get(name))
+    cli.add_command(made)
+    return made
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``stepwise ARGV`` (default: the process's arguments) and return its exit status;
+    wrong usage exits with status 2, after saying what is wrong."""
     load_plugins()
-    args = build_parser().parse_args(argv)
-    run: Run = args.run
     try:
-        return run(args)
-    except (CommandFailed, EngineError, CommandError) as error:
-        return fail(str(error))
-    except sa_exc.DBAPIError as error:
-        return fail(f"the database refused: {error.orig}")
-    except KeyboardInterrupt:
+        status = cli.main(
+            args=list(argv) if argv is not None else None, prog_name="stepwise", standalone_mode=False
+        )
+    except click.UsageError as error:
+        error.show()
+        raise SystemExit(error.exit_code) from None
+    except click.ClickException as error:
+        error.show()
+        return error.exit_code
+    except click.Abort:
         return 130
+    return status if isinstance(status, int) else 0
 
 
 #: The entry-point group of modules that add commands, such as the studio's ``app.cli``
@@ -93,7 +100,7 @@ _plugins_loaded = False
 
 
 def load_plugins() -> None:
-    """Import, once, each module registered under ``PLUGIN_GROUP``: its ``@command``s join."""
+    """Import, once, each module registered under ``PLUGIN_GROUP``: its commands join."""
     global _plugins_loaded
     if _plugins_loaded:
         return
@@ -107,38 +114,109 @@ def load_plugins() -> None:
             print(f"stepwise: note: the commands of {entry.value} are unavailable: {error}", file=sys.stderr)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="stepwise", description="Stepwise: durable action trees on SQLAlchemy models."
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    subparsers: dict[tuple[str, ...], SubParsers] = {(): add_subparsers(parser)}
-    for cmd in COMMANDS.values():
-        for depth in range(1, len(cmd.path)):
-            group = cmd.path[:depth]
-            if group not in subparsers:
-                text = GROUPS.get(" ".join(group))
-                group_parser = subparsers[group[:-1]].add_parser(group[-1], help=text, description=text)
-                subparsers[group] = add_subparsers(group_parser)
-        doc = inspect.getdoc(cmd.run) or ""
-        sub = subparsers[cmd.path[:-1]].add_parser(cmd.path[-1], help=doc.split("\n")[0], description=doc)
-        for arg in cmd.arguments:
-            sub.add_argument(*arg.flags, **arg.options)
-        sub.set_defaults(run=cmd.run)
-    return parser
-
-
-def add_subparsers(parser: argparse.ArgumentParser) -> SubParsers:
-    return parser.add_subparsers(title="commands", dest="command", metavar="COMMAND", required=True)
-
-
 def fail(message: str) -> int:
     print(f"stepwise: error: {message}", file=sys.stderr)
     return 1
 
 
+# Commands declared the argparse way ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Argument:
+    """A parameter declared as for ``ArgumentParser.add_argument``; also a decorator that
+    adds it to a click command (``@DATABASE_URL``)."""
+
+    flags: tuple[str, ...]
+    options: dict[str, Any]
+
+    def __call__(self, function: F) -> F:
+        return self.parameter()(function)  # type: ignore[no-any-return]
+
+    def parameter(self) -> Callable[[Any], Any]:
+        options = dict(self.options)
+        action = options.pop("action", None)
+        dest = options.pop("dest", None)
+        choices = options.pop("choices", None)
+        nargs = options.pop("nargs", None)
+        help_text = options.pop("help", None)
+        if help_text is not None and "%(default)s" in help_text:
+            help_text = help_text % {"default": options.get("default")}
+        if choices is not None:
+            options["type"] = click.Choice(list(choices))
+        if not self.flags[0].startswith("-"):
+            options.setdefault("metavar", self.flags[0].upper())
+            name = dest or self.flags[0]
+            if nargs == "*":
+                options["nargs"], options["required"] = -1, False
+            return click.argument(name, **options)
+        declared = [*self.flags, *([dest] if dest else [])]
+        if action == "store_true":
+            options["is_flag"] = True
+        elif action == "append":
+            options["multiple"] = True
+            options["default"] = tuple(options.get("default") or ())
+        return click.option(*declared, help=help_text, **options)
+
+    @property
+    def positional(self) -> bool:
+        return not self.flags[0].startswith("-")
+
+    def described(self) -> str | None:
+        """The help line of a positional argument (click's have none of their own)."""
+        if not self.positional or not self.options.get("help"):
+            return None
+        shown = self.options.get("metavar") or self.flags[0].upper()
+        choices = self.options.get("choices")
+        listed = f" (one of {', '.join(choices)})" if choices else ""
+        return f"{shown}: {self.options['help']}{listed}"
+
+
+def argument(*flags: str, **options: Any) -> Argument:
+    """An argument of a command, declared as for ``ArgumentParser.add_argument``."""
+    return Argument(flags, options)
+
+
+def command(path: str, *arguments: Argument) -> Callable[[Run], Run]:
+    """Register the decorated function as ``stepwise <path>``; its docstring is the help, and
+    it is called with an ``argparse.Namespace`` of its arguments. Registering a path again
+    replaces it (``python -m engine.cli`` runs the module twice: as __main__, then imported)."""
+
+    def register(run: Run) -> Run:
+        *parents, name = path.split()
+        doc = inspect.getdoc(run) or ""
+        lines = [a.described() for a in arguments if a.described()]
+        if lines:
+            doc += "\n\n\b\n" + "\n".join(line for line in lines if line)
+
+        def call(**values: Any) -> int:
+            values = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+            return run(argparse.Namespace(**values))
+
+        for arg in reversed(arguments):  # as stacked decorators: the first one on top
+            call = arg.parameter()(call)
+        made = click.command(name, help=doc, short_help=doc.split("\n")[0])(call)
+        parent: click.Group = cli
+        for part in parents:
+            parent = group(part) if parent is cli else _subgroup(parent, part)
+        parent.add_command(made)
+        return run
+
+    return register
+
+
+def _subgroup(parent: click.Group, name: str) -> click.Group:
+    found = parent.commands.get(name)
+    if isinstance(found, click.Group):
+        return found
+    made = Group(name)
+    parent.add_command(made)
+    return made
+
+
 # The database -------------------------------------------------------------------------
 
+#: ``--database-url URL``: a command's database (``database(url)`` opens it).
 DATABASE_URL = argument(
     "--database-url",
     metavar="URL",
@@ -147,12 +225,13 @@ DATABASE_URL = argument(
 
 
 @contextmanager
-def database(args: argparse.Namespace, must_exist: bool = False, **engine_options: Any) -> Iterator[Engine]:
-    """The database named by ``--database-url``, else ``DATABASE_URL``, else the default
-    SQLite file; checked reachable. A command's own engine: the engine's global one is left
-    alone."""
-    if args.database_url:
-        url, source = args.database_url, "--database-url"
+def database(given: Any, must_exist: bool = False, **engine_options: Any) -> Iterator[Engine]:
+    """The database named by ``--database-url`` (``given``: the URL, or the parsed arguments
+    holding ``database_url``), else ``DATABASE_URL``, else the default SQLite file; checked
+    reachable. A command's own engine: the engine's global one is left alone."""
+    url_given = given if given is None or isinstance(given, str) else given.database_url
+    if url_given:
+        url, source = url_given, "--database-url"
     elif os.environ.get("DATABASE_URL"):
         url, source = os.environ["DATABASE_URL"], "DATABASE_URL"
     else:

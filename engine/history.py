@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import JSON, BigInteger, Index, String, Table, event, insert
 from sqlalchemy.orm import Mapped, Session, SessionTransaction, mapped_column
 
-from . import clock, db
+from . import clock, counter, db
 from .db import Base, Id
 
 if TYPE_CHECKING:
@@ -125,6 +125,7 @@ def write_pending(session: Session) -> None:
     pending = session.info.pop(_PENDING, None)
     if pending:
         session.connection().execute(insert(EVENTS), pending)
+        counter.count_events(session, pending)  # retries and recoveries: no statement otherwise
 
 
 @event.listens_for(Session, "before_commit")

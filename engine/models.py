@@ -5,6 +5,7 @@ from __future__ import annotations
 from .achievement import Achievement
 from .action import Action
 from .audit import AuditEntry
+from .counter import Counter
 from .history import ActionEvent
 from .invocation import Invocation
 from .performance import Performance
@@ -16,6 +17,7 @@ __all__ = [
     "Action",
     "ActionEvent",
     "AuditEntry",
+    "Counter",
     "Invocation",
     "Performance",
     "Signal",

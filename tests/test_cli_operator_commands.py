@@ -93,7 +93,7 @@ def test_forget_bulk_and_metrics_from_the_command_line(
 
     exposition = stepwise(database, "metrics")
     assert exposition.returncode == 0, exposition.stderr
-    assert 'stepwise_actions{status="cancelled",name="change_location"} 1' in exposition.stdout
+    assert 'stepwise_actions{name="change_location",status="cancelled"} 1.0' in exposition.stdout
 
 
 def test_a_command_on_an_unknown_action_says_so(database: Engine) -> None:

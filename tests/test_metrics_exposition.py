@@ -1,6 +1,7 @@
 """Given action trees in the database, when the metrics are rendered, then the Prometheus
-text exposition (format 0.0.4) counts them exactly: actions by status and name, lane
-backlog, durations and queue latency as histograms, retries and sweeper recoveries.
+text exposition (format 0.0.4, written by prometheus_client) counts them exactly: actions by
+status and name, lane backlog, durations and queue latency as histograms, and retries and
+sweeper recoveries as monotonic counters that survive pruning the history.
 
 Not a spec case: Stepped has no metrics (issue 3, section 5). The exposition is parsed by
 a small parser below that also checks the format itself: HELP and TYPE before each
@@ -13,12 +14,13 @@ import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from sqlalchemy import select
+import pytest
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 import engine
 from engine import history, metrics, testing
-from engine.models import Action
+from engine.models import Action, ActionEvent
 from engine.retry import RetryPolicy
 from tests.domain import Car
 
@@ -30,6 +32,7 @@ FAMILIES = {
     "stepwise_queue_latency_seconds": "histogram",
     "stepwise_retries_total": "counter",
     "stepwise_sweeper_recoveries_total": "counter",
+    "stepwise_actions_completed_total": "counter",
 }
 
 # --- a small parser of the text format, strict about what it accepts ------------------------
@@ -323,10 +326,13 @@ def test_queue_latency_runs_from_enqueue_to_start(session: Session, car: Car) ->
     assert scrape().series(f"{metric}_count") == {}
 
 
-def test_retries_and_sweeper_recoveries_are_counted_from_the_history(session: Session, car: Car) -> None:
+def test_retries_and_sweeper_recoveries_are_counted_as_they_happen_and_survive_pruning(
+    session: Session, car: Car
+) -> None:
     """Given an action whose three attempts all fail (two retries), and recovery events in
     the history (written here directly: the sweeper records ``recovered`` with cause
-    "sweeper"), the counters count the retries and only the sweeper's recoveries."""
+    "sweeper"), the counters count the retries and only the sweeper's recoveries; when the
+    history is pruned, the counters keep their values (``rate()`` never sees them drop)."""
     # Given
     testing.freeze(testing.travel(timedelta()))
     engine.define(Car, "deliver", Car.breakdown, retry=RetryPolicy(max_attempts=3, jitter=0))
@@ -343,6 +349,9 @@ def test_retries_and_sweeper_recoveries_are_counted_from_the_history(session: Se
         history.record(writer, delivered, "recovered", cause=history.SWEEPER)
         history.record(writer, delivered, "recovered", cause=history.OPERATOR)
         writer.commit()
+    with engine.new_session() as writer:  # a recovery rolled back is not counted
+        history.record(writer, writer.get(Action, action.id), "recovered", cause=history.SWEEPER)
+        writer.rollback()
 
     # When
     result = scrape()
@@ -350,6 +359,45 @@ def test_retries_and_sweeper_recoveries_are_counted_from_the_history(session: Se
     # Then
     assert result.value("stepwise_retries_total") == 2
     assert result.value("stepwise_sweeper_recoveries_total") == 2
+
+    # And when the history is pruned, the counters stay where they were
+    with engine.new_session() as pruner:
+        pruner.execute(delete(ActionEvent))
+        pruner.commit()
+    pruned = scrape()
+    assert pruned.value("stepwise_retries_total") == 2
+    assert pruned.value("stepwise_sweeper_recoveries_total") == 2
+
+
+def test_counters_are_added_to_once_per_batch_in_the_callers_transaction(session: Session) -> None:
+    """``metrics.count`` adds to the counters in the caller's transaction (a rollback takes
+    its increment back), in one statement, and refuses a counter nobody declared."""
+    # When
+    with engine.new_session() as batch:
+        metrics.count(batch, {"stepwise_retries_total": 3, "stepwise_sweeper_recoveries_total": 0})
+        batch.commit()
+    with engine.new_session() as batch:
+        metrics.count(batch, {"stepwise_retries_total": 5})
+        batch.rollback()
+    with engine.new_session() as batch:
+        metrics.count(batch, {"stepwise_retries_total": 1, "stepwise_sweeper_recoveries_total": 1})
+        batch.commit()
+
+    with engine.new_session() as batch:
+        metrics.count_by(batch, "stepwise_actions_completed_total", "status", {"succeeded": 40, "failed": 2})
+        metrics.count_by(batch, "stepwise_actions_completed_total", "status", {"failed": 1, "cancelled": 0})
+        batch.commit()
+
+    # Then
+    result = scrape()
+    assert result.value("stepwise_retries_total") == 4
+    assert result.value("stepwise_sweeper_recoveries_total") == 1
+    assert result.series("stepwise_actions_completed_total") == {
+        frozenset({("status", "succeeded")}): 40,
+        frozenset({("status", "failed")}): 3,
+    }
+    with engine.new_session() as batch, pytest.raises(ValueError, match="declare them"):
+        metrics.count(batch, {"stepwise_typo_total": 1})
 
 
 def test_label_values_are_escaped_in_valid_exposition_text(session: Session, car: Car) -> None:
@@ -364,7 +412,7 @@ def test_label_values_are_escaped_in_valid_exposition_text(session: Session, car
     result = scrape()
 
     # Then
-    assert 'stepwise_actions{status="succeeded",name="say \\"hi\\"\\\\ there\\nnow"} 1\n' in result.text
+    assert 'stepwise_actions{name="say \\"hi\\"\\\\ there\\nnow",status="succeeded"} 1.0\n' in result.text
     assert result.value("stepwise_actions", status="succeeded", name=odd) == 1
     assert result.value("stepwise_action_duration_seconds_count", name=odd) == 1
     assert all(line.startswith(("# HELP ", "# TYPE ", "stepwise_")) for line in result.text.splitlines())

@@ -296,6 +296,6 @@ def test_stepwise_without_a_command_prints_its_usage_and_exits_2() -> None:
 
     # Then
     assert bare.returncode == 2
-    assert "usage: stepwise" in bare.stderr
+    assert "Usage: stepwise" in bare.stderr  # click's wording
     assert group.returncode == 2
-    assert "usage: stepwise db" in group.stderr
+    assert "Usage: stepwise db" in group.stderr

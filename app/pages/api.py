@@ -4,45 +4,31 @@ steps and errors, its tree, the lanes, and the OpenAPI document describing them
 
 A signed-in session reaches it (a viewer is enough); without one every answer is 401 JSON,
 never a redirect (``app.views.JSON_PATHS``). Lists are keyset pages, newest first: follow
-``next`` (``before=<the last id>``), ``limit`` at most ``MAX_LIMIT``. A query parameter that
-is unknown or malformed is a 400 that names it.
+``next`` (``before=<the last id>``), ``limit`` at most ``MAX_LIMIT``. The query string is
+validated by the models of ``app.openapi_schemas`` (the OpenAPI document's, too): a
+parameter that is unknown or malformed is a 400 that names it.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any, NoReturn
+from datetime import datetime
+from typing import Any, NoReturn, TypeVar, cast
 
 from flask import Blueprint, jsonify, request, url_for
 from werkzeug.wrappers import Response
 
-from engine import status
 from engine.commands import ActionFilter
 from engine.models import Action, ActionEvent, Performance, Step
 
 from .. import openapi, queries_api
+from .. import openapi_schemas as schemas
 from ..database import db
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 200
 #: Levels of a tree answer below the action asked for; deeper actions are cut off.
 MAX_TREE_DEPTH = 100
-
-ACTION_FILTERS = (
-    "status",
-    "name",
-    "actor_type",
-    "actor_id",
-    "concurrency_key",
-    "roots_only",
-    "created_after",
-    "created_before",
-    "search",
-)
-LANE_FILTERS = ("concurrency_key", "outbound")
-PAGING = ("before", "limit")
+MAX_LIMIT = schemas.MAX_LIMIT
 
 
 class ApiError(Exception):
@@ -58,66 +44,22 @@ def api_error(error: ApiError) -> Response:
     return response
 
 
-def bad_parameter(name: str, message: str) -> NoReturn:
-    raise ApiError(400, "bad_parameter", f"{name} {message}", parameter=name)
+@bp.errorhandler(schemas.BadParameter)
+def bad_parameter(error: schemas.BadParameter) -> Response:
+    return api_error(ApiError(400, "bad_parameter", str(error), parameter=error.name))
 
 
 def not_found(action_id: int) -> NoReturn:
     raise ApiError(404, "not_found", f"there is no action {action_id}")
 
 
-# --- reading the query string ----------------------------------------------------------------
+Q = TypeVar("Q", bound=schemas.Query)
 
 
-def check_parameters(allowed: tuple[str, ...]) -> None:
-    for name in request.args:
-        if name not in allowed:
-            bad_parameter(name, f"is not a parameter here: use {', '.join(allowed)}")
-
-
-def text_arg(name: str) -> str | None:
-    value = request.args.get(name, "").strip()
-    if "\x00" in value:
-        bad_parameter(name, "must not contain NUL characters")
-    return value or None
-
-
-def int_arg(name: str, low: int, high: int) -> int | None:
-    value = text_arg(name)
-    if value is None:
-        return None
-    if not value.isascii() or not value.isdigit() or len(value) > 19 or not low <= int(value) <= high:
-        bad_parameter(name, f"must be an integer from {low} to {high}, not {value[:40]!r}")
-    return int(value)
-
-
-def bool_arg(name: str) -> bool | None:
-    value = text_arg(name)
-    if value is None:
-        return None
-    if value.lower() in ("1", "true", "yes", "on"):
-        return True
-    if value.lower() in ("0", "false", "no", "off"):
-        return False
-    bad_parameter(name, f"must be true or false, not {value[:40]!r}")
-
-
-def time_arg(name: str) -> datetime | None:
-    """An ISO 8601 time; one without an offset is UTC, like every time the API shows."""
-    value = text_arg(name)
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-        return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo is not None else parsed
-    except (ValueError, OverflowError):
-        bad_parameter(name, f"must be an ISO 8601 time such as 2025-01-31T12:00:00Z, not {value[:40]!r}")
-
-
-def paging() -> tuple[int | None, int]:
-    before = int_arg("before", 1, queries_api.MAX_ID)
-    limit = int_arg("limit", 1, MAX_LIMIT)
-    return before, limit if limit is not None else DEFAULT_LIMIT
+def query(model: type[Q]) -> Q:
+    """The query string, validated by ``model`` (``BadParameter``, a 400, names the first
+    parameter at fault)."""
+    return cast(Q, model.parse(request.args.to_dict()))
 
 
 def next_url(endpoint: str, before: int | None) -> str | None:
@@ -230,26 +172,22 @@ def lane_json(lane: Performance, current: Action | None, queued: int) -> dict[st
 @bp.get("/actions")
 def actions() -> Response:
     """Actions matching the filters, newest first, one keyset page."""
-    check_parameters(ACTION_FILTERS + PAGING)
-    wanted = text_arg("status")
-    if wanted is not None and wanted not in status.ACTION_STATUSES:
-        bad_parameter("status", f"must be one of {', '.join(status.ACTION_STATUSES)}, not {wanted[:40]!r}")
+    asked = query(schemas.ActionQuery)
     where = ActionFilter(
-        status=wanted,
-        name=text_arg("name"),
-        actor_type=text_arg("actor_type"),
-        actor_id=text_arg("actor_id"),
-        concurrency_key=text_arg("concurrency_key"),
-        roots_only=bool(bool_arg("roots_only")),
-        created_after=time_arg("created_after"),
-        created_before=time_arg("created_before"),
-        search=text_arg("search"),
+        status=asked.status,
+        name=asked.name,
+        actor_type=asked.actor_type,
+        actor_id=asked.actor_id,
+        concurrency_key=asked.concurrency_key,
+        roots_only=bool(asked.roots_only),
+        created_after=asked.created_after,
+        created_before=asked.created_before,
+        search=asked.search,
     )
-    before, limit = paging()
-    page = queries_api.actions_page(db.session(), where, before, limit)
+    page = queries_api.actions_page(db.session(), where, asked.before, asked.limit)
     return jsonify(
         actions=[action_json(a) for a in page.items],
-        limit=limit,
+        limit=asked.limit,
         next=next_url("api.actions", page.next_before),
     )
 
@@ -258,7 +196,7 @@ def actions() -> Response:
 def action(action_id: int) -> Response:
     """One action with its steps (and the children each waited on), its parents and every
     error in its history, tracebacks included."""
-    check_parameters(())
+    query(schemas.NoQuery)
     session = db.session()
     found = queries_api.action(session, action_id)
     if found is None:
@@ -292,7 +230,7 @@ def tree(action_id: int) -> Response:
     """The action and everything below it, nested: node -> steps -> children (nodes). An
     action reached a second time (reuse attached it twice) is shown once in full, then as
     ``{"id", "repeated": true}``."""
-    check_parameters(())
+    query(schemas.NoQuery)
     session = db.session()
     found = queries_api.action(session, action_id)
     if found is None:
@@ -348,15 +286,14 @@ def nest(loaded: queries_api.Tree) -> tuple[dict[str, Any], bool]:
 @bp.get("/lanes")
 def lanes() -> Response:
     """Lanes (performances) with their current action and how many wait behind it."""
-    check_parameters(LANE_FILTERS + PAGING)
-    where = queries_api.LaneFilter(concurrency_key=text_arg("concurrency_key"), outbound=bool_arg("outbound"))
-    before, limit = paging()
+    asked = query(schemas.LaneQuery)
+    where = queries_api.LaneFilter(concurrency_key=asked.concurrency_key, outbound=asked.outbound)
     session = db.session()
-    page = queries_api.lanes_page(session, where, before, limit)
+    page = queries_api.lanes_page(session, where, asked.before, asked.limit)
     queued = queries_api.queued_counts(session, [lane.id for lane, _ in page.items])
     return jsonify(
         lanes=[lane_json(lane, current, queued[lane.id]) for lane, current in page.items],
-        limit=limit,
+        limit=asked.limit,
         next=next_url("api.lanes", page.next_before),
     )
 

@@ -44,6 +44,7 @@ from ..auth import public
 from ..database import db
 from ..webhook_body import (
     Completion,
+    CompletionResult,
     Refusal,
     parse,
     refuse,
@@ -283,12 +284,12 @@ def perform(completion: Completion, chosen: int | None) -> tuple[int, dict[str, 
         refuse(409, "not_outbound", f"action {target} is not outbound")
     action = db.session.get(Action, target, populate_existing=True)
     db.session.rollback()
-    answer = {
-        "id": completion.id,
-        "completed": bool(result),
-        "reason": result.reason,
-        "action_id": target,
-        "requested_status": completion.to,
-        "action_status": action.status if action is not None else None,
-    }
-    return 200, answer, target
+    answer = CompletionResult(
+        id=completion.id,
+        completed=bool(result),
+        reason=result.reason,
+        action_id=target,
+        requested_status=completion.to,
+        action_status=action.status if action is not None else None,
+    )
+    return 200, answer.model_dump(mode="json"), target

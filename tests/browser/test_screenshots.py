@@ -1,5 +1,9 @@
-"""Screenshots of every page of the studio, in light and dark mode, for the README
-(docs/screenshots/<page>-<light|dark>.png; STEPWISE_SCREENSHOTS names another folder).
+"""Screenshots of every page of the studio, in light and dark mode, for the README.
+
+They refresh docs/screenshots/<page>-<light|dark>.png only when asked, with
+``STEPWISE_SCREENSHOTS=1``; ``STEPWISE_SCREENSHOTS=<folder>`` puts them in that folder.
+Otherwise they go to a temporary folder, so that running the suite leaves the checkout
+clean, and are still checked to render.
 
 Not a spec case: issue 4's acceptance ("screenshots of each page, light and dark, are
 produced by the browser tests"). Each test also checks that its page shows what it is about
@@ -10,18 +14,53 @@ xfails and leaves no screenshot.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.browser.support import Studio, playwright_api, require_built, screenshot
+from tests.browser import support
+from tests.browser.support import ROOT, Studio, playwright_api, require_built, screenshot
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 expect = playwright_api().expect
+
+
+#: The README's screenshots, refreshed with STEPWISE_SCREENSHOTS=1.
+README_SCREENSHOTS = ROOT / "docs" / "screenshots"
+
+
+def screenshots_folder(asked: str | None, temporary: Path) -> Path:
+    """Where this run's screenshots go: the README's folder only when asked (``1``), the
+    folder named, or else ``temporary``."""
+    if not asked or asked.strip().lower() in ("0", "false", "no", "off"):
+        return temporary
+    if asked.strip().lower() in ("1", "true", "yes", "on"):
+        return README_SCREENSHOTS
+    return Path(asked)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    folder = screenshots_folder(
+        os.environ.get("STEPWISE_SCREENSHOTS"), tmp_path_factory.mktemp("screenshots")
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(support, "SCREENSHOTS", folder)  # read by support.screenshot at each call
+        yield folder
+
+
+def test_screenshots_refresh_the_readmes_only_when_asked(tmp_path: Path) -> None:
+    assert screenshots_folder(None, tmp_path) == tmp_path
+    assert screenshots_folder("", tmp_path) == tmp_path
+    assert screenshots_folder("0", tmp_path) == tmp_path
+    assert screenshots_folder("1", tmp_path) == README_SCREENSHOTS
+    assert screenshots_folder(str(tmp_path / "elsewhere"), tmp_path) == tmp_path / "elsewhere"
 
 
 def background(page: Page) -> str:

@@ -1,0 +1,113 @@
+"""Counters: monotonic totals of what happened, kept in ``stepwise_counters`` for the metrics.
+
+A counter only grows: it is added to in the transaction where the thing it counts happens,
+so it survives pruning the history, and a rollback takes its increment back with the rest.
+Prometheus' ``rate()`` needs exactly that (a total recomputed from prunable rows drops).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter as Tally
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
+
+from sqlalchemy import BigInteger, String, Table, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from .db import Base
+
+#: The counters, with the HELP line of each. ``count`` refuses any other name.
+COUNTERS: dict[str, str] = {
+    "stepwise_retries_total": "Failed attempts of step bodies that were retried.",
+    "stepwise_sweeper_recoveries_total": "Work that was due but not picked up, which the sweeper sent again.",
+    # Counted by the group commit, once per committed batch (``count_by(…, "status", …)``).
+    "stepwise_actions_completed_total": "Actions completed, by the status they were completed with.",
+}
+
+#: History events counted as they are written (``count_events``): (event, cause) -> counter;
+#: a cause of None counts the event whatever its cause.
+EVENT_COUNTERS: dict[tuple[str, str | None], str] = {
+    ("attempt_failed", None): "stepwise_retries_total",
+    ("recovered", "sweeper"): "stepwise_sweeper_recoveries_total",
+}
+_EVENTS = {event for event, _ in EVENT_COUNTERS}
+
+
+class Counter(Base):
+    __tablename__ = "stepwise_counters"
+
+    #: The sample's name, e.g. ``stepwise_retries_total``.
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    #: Its labels as compact JSON with sorted keys (``{"status":"failed"}``), or "" for none.
+    labels: Mapped[str] = mapped_column(String(500), primary_key=True, default="")
+    value: Mapped[int] = mapped_column(BigInteger, default=0)
+
+    def __repr__(self) -> str:
+        return f"<Counter {self.name}{{{self.labels}}} {self.value}>"
+
+
+COUNTER_TABLE = cast(Table, Counter.__table__)
+
+
+def count(session: Session, increments: Mapping[str, int], labels: Mapping[str, str] | None = None) -> None:
+    """Add ``increments`` (counter name -> how many) to the counters, in the caller's
+    transaction: one statement, whatever the number of counters, and none when every
+    increment is 0. Call it once per committed batch, not once per action."""
+    key = _labels(labels)
+    _add(session, [(name, key, n) for name, n in increments.items()])
+
+
+def count_by(session: Session, name: str, label: str, increments: Mapping[str, int]) -> None:
+    """Add to one counter per value of ``label``, in one statement: e.g.
+    ``count_by(session, "stepwise_actions_completed_total", "status", {"succeeded": 40,
+    "failed": 2})`` once per committed batch."""
+    _add(session, [(name, _labels({label: value}), n) for value, n in increments.items()])
+
+
+def _labels(labels: Mapping[str, str] | None) -> str:
+    return json.dumps(dict(labels), sort_keys=True, separators=(",", ":")) if labels else ""
+
+
+def _add(session: Session, increments: list[tuple[str, str, int]]) -> None:
+    """One upsert adding each (name, labels, n). On PostgreSQL each counter's row stays
+    locked until the commit; the rows are written in key order, so that two transactions
+    counting the same counters cannot deadlock."""
+    unknown = sorted({name for name, _, _ in increments} - COUNTERS.keys())
+    if unknown:
+        raise ValueError(f"unknown counters {unknown}: declare them in engine.counter.COUNTERS")
+    rows = [{"name": name, "labels": key, "value": int(n)} for name, key, n in sorted(increments) if n]
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = insert(COUNTER_TABLE).values(rows)
+    statement = statement.on_conflict_do_update(
+        index_elements=[COUNTER_TABLE.c.name, COUNTER_TABLE.c.labels],
+        set_={"value": COUNTER_TABLE.c.value + statement.excluded.value},
+    )
+    session.connection().execute(statement)
+
+
+def count_events(session: Session, events: Iterable[Mapping[str, Any]]) -> None:
+    """Count the history events about to be written (``history.write_pending``): a
+    statement only when one of them is counted (a retry, a recovery), never for the
+    others."""
+    tally: Tally[str] = Tally()
+    for entry in events:
+        event = entry["event"]
+        if event in _EVENTS:
+            name = EVENT_COUNTERS.get((event, None)) or EVENT_COUNTERS.get((event, entry["cause"]))
+            if name is not None:
+                tally[name] += 1
+    if tally:
+        count(session, tally)
+
+
+def totals(session: Session) -> dict[str, list[tuple[dict[str, str], int]]]:
+    """Every counter's values, by name: (labels, value) for each label set."""
+    found: dict[str, list[tuple[dict[str, str], int]]] = {}
+    for name, labels, value in session.execute(select(Counter.name, Counter.labels, Counter.value)):
+        found.setdefault(name, []).append((json.loads(labels) if labels else {}, int(value)))
+    return found
