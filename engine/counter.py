@@ -22,7 +22,7 @@ from .db import Base
 COUNTERS: dict[str, str] = {
     "stepwise_retries_total": "Failed attempts of step bodies that were retried.",
     "stepwise_sweeper_recoveries_total": "Work that was due but not picked up, which the sweeper sent again.",
-    # Counted by the group commit, once per committed batch (``count_by(…, "status", …)``).
+    # Counted from the "completed" events of each transaction, by their status.
     "stepwise_actions_completed_total": "Actions completed, by the status they were completed with.",
 }
 
@@ -33,6 +33,7 @@ EVENT_COUNTERS: dict[tuple[str, str | None], str] = {
     ("recovered", "sweeper"): "stepwise_sweeper_recoveries_total",
 }
 _EVENTS = {event for event, _ in EVENT_COUNTERS}
+COMPLETED = "stepwise_actions_completed_total"
 
 
 class Counter(Base):
@@ -91,18 +92,23 @@ def _add(session: Session, increments: list[tuple[str, str, int]]) -> None:
 
 
 def count_events(session: Session, events: Iterable[Mapping[str, Any]]) -> None:
-    """Count the history events about to be written (``history.write_pending``): a
-    statement only when one of them is counted (a retry, a recovery), never for the
-    others."""
+    """Count the history events about to be written (``history.write_pending``), in one
+    statement: completions by status, retries and recoveries (none when the transaction
+    has none of them). Completions are counted in the transaction that completes, so a
+    rolled-back batch counts nothing."""
     tally: Tally[str] = Tally()
+    completed: Tally[str] = Tally()
     for entry in events:
         event = entry["event"]
-        if event in _EVENTS:
+        if event == "completed":
+            completed[str((entry.get("data") or {}).get("status"))] += 1
+        elif event in _EVENTS:
             name = EVENT_COUNTERS.get((event, None)) or EVENT_COUNTERS.get((event, entry["cause"]))
             if name is not None:
                 tally[name] += 1
-    if tally:
-        count(session, tally)
+    increments = [(name, "", n) for name, n in tally.items()]
+    increments += [(COMPLETED, _labels({"status": to}), n) for to, n in completed.items()]
+    _add(session, increments)
 
 
 def totals(session: Session) -> dict[str, list[tuple[dict[str, str], int]]]:

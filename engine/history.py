@@ -125,7 +125,7 @@ def write_pending(session: Session) -> None:
     pending = session.info.pop(_PENDING, None)
     if pending:
         session.connection().execute(insert(EVENTS), pending)
-        counter.count_events(session, pending)  # retries and recoveries: no statement otherwise
+        counter.count_events(session, pending)  # completions, retries, recoveries: one statement
 
 
 @event.listens_for(Session, "before_commit")

@@ -44,8 +44,8 @@ OTHER_LANES = "(other)"
 DURATION_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400)
 LATENCY_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 
-#: For the group commit, once per committed batch: ``metrics.count(session, {name: n})``, or
-#: ``metrics.count_by(session, "stepwise_actions_completed_total", "status", {status: n})``.
+#: Adding to a counter in the caller's transaction (what history events do not count already):
+#: ``metrics.count(session, {name: n})``, or ``metrics.count_by(session, name, label, {value: n})``.
 count = counter.count
 count_by = counter.count_by
 

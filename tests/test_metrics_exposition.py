@@ -369,6 +369,30 @@ def test_retries_and_sweeper_recoveries_are_counted_as_they_happen_and_survive_p
     assert pruned.value("stepwise_sweeper_recoveries_total") == 2
 
 
+def test_completions_are_counted_by_status_as_they_happen_and_survive_pruning(
+    session: Session, car: Car
+) -> None:
+    """Given two actions that succeed and one that fails, the completions counter counts
+    them by status in the transactions that completed them; deleting the actions and
+    their history leaves it where it was."""
+    # Given
+    engine.define(Car, "deliver", Car.breakdown, retry=RetryPolicy(max_attempts=1, jitter=0))
+    engine.now(car, "drive", 1)
+    engine.now(car, "drive", 2)
+    with testing.handle_exceptions():
+        engine.now(car, "deliver")
+
+    # Then
+    counted = {frozenset({("status", "succeeded")}): 2, frozenset({("status", "failed")}): 1}
+    assert scrape().series("stepwise_actions_completed_total") == counted
+
+    # And when the history is pruned, the counter stays where it was
+    with engine.new_session() as pruner:
+        pruner.execute(delete(ActionEvent))
+        pruner.commit()
+    assert scrape().series("stepwise_actions_completed_total") == counted
+
+
 def test_counters_are_added_to_once_per_batch_in_the_callers_transaction(session: Session) -> None:
     """``metrics.count`` adds to the counters in the caller's transaction (a rollback takes
     its increment back), in one statement, and refuses a counter nobody declared."""

@@ -5,8 +5,8 @@ Retries and sweeper recoveries were counted from the history, so pruning it made
 added to as the events are written (``engine.counter``); existing databases start them at
 0, which Prometheus reads as a counter reset.
 
-Revision ID: 0005_counters
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-12-01
 """
 
@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision: str = "0005_counters"
-down_revision: str | Sequence[str] | None = "0004"
+revision: str = "0006"
+down_revision: str | Sequence[str] | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
