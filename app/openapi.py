@@ -18,7 +18,7 @@ from pydantic.json_schema import models_json_schema
 import engine
 
 from . import openapi_schemas as api
-from . import webhook_body
+from . import signal_body, webhook_body
 from .schemas import Schemas
 
 REF = "#/components/schemas/{model}"
@@ -28,6 +28,8 @@ REF = "#/components/schemas/{model}"
 COMPONENTS: list[tuple[type[BaseModel], Any]] = [
     (webhook_body.CompletionRequest, "validation"),
     (webhook_body.CompletionResult, "serialization"),
+    (signal_body.SignalRequest, "validation"),
+    (signal_body.SignalResult, "serialization"),
     (api.Error, "serialization"),
     (api.NotSignedIn, "serialization"),
     (api.ActionPage, "serialization"),
@@ -170,6 +172,48 @@ OPERATIONS = [
                         "note": "zone live",
                         "payload": {"zone": "example.com"},
                     },
+                ),
+            },
+        },
+    ),
+    Operation(
+        "/webhooks/signal",
+        "post",
+        "sendSignal",
+        "Send a signal to an action (signed; the id is the signal's key, consumed once)",
+        "webhooks",
+        {
+            "description": "Recorded (consumed by a waiting step, or kept in the inbox), or sent before",
+            "headers": {
+                "X-Stepwise-Replayed": {
+                    "description": "true when this id was delivered before: nothing new was recorded",
+                    "schema": {"type": "string"},
+                }
+            },
+            "content": json_content(ref(signal_body.SignalResult)),
+        },
+        refusals={
+            "400": "The body is not JSON (malformed_json)",
+            "401": "missing_timestamp, bad_timestamp, missing_signature, bad_signature, stale_timestamp",
+            "404": "No such action (unknown_action)",
+            "409": "The action is finished: it takes no signals (action_finished)",
+            "413": "The body is larger than 1 MiB (too_large)",
+            "422": "missing_fields or invalid_fields (`fields` names each), or id_reused (the id "
+            "was used for another signal)",
+            "503": "STEPWISE_WEBHOOK_SECRET is not set (webhook_disabled)",
+        },
+        extra={
+            "description": (
+                "Signed as /webhooks/complete. The signal is kept in the action's inbox until a "
+                "step that waits for its name consumes it; a second delivery of an id returns "
+                "the first signal (`replayed: true`)."
+            ),
+            "security": [{"webhookSignature": [], "webhookTimestamp": []}],
+            "requestBody": {
+                "required": True,
+                "content": json_content(
+                    ref(signal_body.SignalRequest),
+                    {"id": "gw-81c2", "action_id": 42, "signal": "captured", "payload": {"amount": 40}},
                 ),
             },
         },

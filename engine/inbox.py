@@ -35,8 +35,8 @@ SIGNAL_WAIT = "signal"
 APPROVED, REJECTED = "approved", "rejected"
 
 #: An action by id, or the newest action of this name on this actor (as ``complete``
-#: finds its action).
-Target = Action | int | tuple[Any, str]
+#: finds its action): ``(actor, name)``, or ``(actor_type, actor_id, name)`` as stored.
+Target = Action | int | tuple[Any, str] | tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -119,8 +119,11 @@ def send(
 
 def _find(session: Session, target: Target) -> Action:
     if isinstance(target, tuple):
-        actor, action_name = target
-        actor_type, actor_id = registry.actor_ref(actor)
+        if len(target) == 3:
+            actor_type, actor_id, action_name = target
+        else:
+            actor, action_name = target
+            actor_type, actor_id = registry.actor_ref(actor)
         found = session.scalars(
             select(Action)
             .where(Action.actor_type == actor_type, Action.actor_id == actor_id, Action.name == action_name)

@@ -33,12 +33,15 @@ from datetime import UTC
 from typing import Any, NoReturn
 
 from flask import Blueprint, current_app, request
+from sqlalchemy import select
 from werkzeug.wrappers import Response
 
+import engine
 from engine import clock, commands, history, status
-from engine.models import Action
+from engine.errors import SignalRefused
+from engine.models import Action, Signal
 
-from .. import csrf, queries_api
+from .. import csrf, queries_api, signal_body
 from .. import webhook_deliveries as deliveries
 from ..auth import public
 from ..database import db
@@ -147,6 +150,80 @@ def release(completion_id: str) -> None:
         deliveries.release(completion_id)
     except Exception:  # the original error matters more; a stale claim is taken over later
         log.exception("could not release the claim on webhook delivery %r", completion_id)
+
+
+@bp.post("/signal")
+@public
+@csrf.exempt
+def signal() -> Response:
+    """Send a signal to an action (``engine.signal``): signed and refused like a completion;
+    the delivery's ``id`` is the signal's key, so a retried delivery is one signal, consumed
+    once."""
+    try:
+        raw = read_body()
+        authenticate(raw)
+        delivery = signal_body.validate(parse(raw))
+        return send_signal(delivery)
+    except Refusal as refusal:
+        log.info("signal delivery refused: %s %s: %s", refusal.code, refusal.error, refusal.message)
+        return refusal.response()
+
+
+def send_signal(delivery: signal_body.SignalDelivery) -> Response:
+    target: int | tuple[str, str, str] = (
+        delivery.action_id if delivery.action_id is not None else delivery.lane
+    )  # type: ignore[assignment]
+    before = _delivered(delivery.id, target)
+    if before is not None and before[:2] != (delivery.name, delivery.payload):
+        refuse(
+            422,
+            "id_reused",
+            f"the delivery id {delivery.id!r} was used before for another signal ({before[0]!r} to "
+            f"action {before[2]}): give each signal its own id, and send a retry with the very same "
+            "body",
+        )
+    try:
+        sent = engine.signal(
+            target,
+            delivery.name,
+            delivery.payload,
+            by=BY,
+            note=delivery.note,
+            key=delivery.id,
+            run_here=False,
+        )
+    except SignalRefused as refused:
+        code, error = (404, "unknown_action") if refused.reason == "not_found" else (409, "action_finished")
+        refuse(code, error, str(refused))
+    answer = signal_body.SignalResult(
+        id=delivery.id,
+        signal_id=sent.id,
+        signal=sent.name,
+        action_id=sent.action_id,
+        consumed=sent.consumed_at is not None,
+        replayed=before is not None,
+    )
+    return reply(
+        200, answer.model_dump(mode="json"), {REPLAYED_HEADER: "true"} if before is not None else None
+    )
+
+
+def _delivered(key: str, target: int | tuple[str, str, str]) -> tuple[str, Any, int] | None:
+    """The name, payload and action of the signal an earlier delivery of this id recorded."""
+    session = db.session()
+    try:
+        query = select(Signal.name, Signal.payload, Signal.action_id).where(Signal.delivery_key == key)
+        if isinstance(target, int):
+            query = query.where(Signal.action_id == target)
+        else:
+            actor_type, actor_id, name = target
+            query = query.join(Action, Action.id == Signal.action_id).where(
+                Action.actor_type == actor_type, Action.actor_id == actor_id, Action.name == name
+            )
+        row = session.execute(query.order_by(Signal.id).limit(1)).first()
+        return (row[0], row[1], row[2]) if row is not None else None
+    finally:
+        session.rollback()
 
 
 # --- reading and authenticating ----------------------------------------------------------------

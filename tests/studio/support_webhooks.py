@@ -30,6 +30,7 @@ def deliver(
     timestamp: int | str | None = None,
     signature: str | None = None,
     headers: dict[str, str] | None = None,
+    url: str = URL,
 ) -> TestResponse:
     """POST ``body`` (as JSON, or ``raw`` bytes) signed with ``secret`` at ``timestamp``
     (default: now); ``signature`` replaces the computed one; a header given as "" is left out."""
@@ -41,4 +42,4 @@ def deliver(
         "X-Stepwise-Signature": sign(secret, stamp, data) if signature is None else signature,
         **(headers or {}),
     }
-    return client.post(URL, data=data, headers={k: v for k, v in sent.items() if v != ""})
+    return client.post(url, data=data, headers={k: v for k, v in sent.items() if v != ""})
