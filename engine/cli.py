@@ -23,7 +23,7 @@ from datetime import timedelta
 import click
 from sqlalchemy import exc as sa_exc
 
-from . import broker, cli_operator, db, migrate, sweeper
+from . import broker, cli_operator, cli_signals, db, migrate, sweeper
 from .cli_base import (
     DATABASE_URL,
     GROUPS,
@@ -44,6 +44,7 @@ __all__ = [
     "argument",
     "cli",
     "cli_operator",
+    "cli_signals",
     "command",
     "database",
     "main",

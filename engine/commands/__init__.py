@@ -13,6 +13,7 @@ from .cancel import cancel
 from .completion import approve, complete, forget, reject
 from .result import CommandResult
 from .retry import retry
+from .signal import signal
 
 __all__ = [
     "ActionFilter",
@@ -25,4 +26,5 @@ __all__ = [
     "forget",
     "reject",
     "retry",
+    "signal",
 ]
