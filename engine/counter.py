@@ -22,6 +22,8 @@ from .db import Base
 COUNTERS: dict[str, str] = {
     "stepwise_retries_total": "Failed attempts of step bodies that were retried.",
     "stepwise_sweeper_recoveries_total": "Work that was due but not picked up, which the sweeper sent again.",
+    "stepwise_signals_sent_total": "Signals recorded in an action's inbox.",
+    "stepwise_signals_consumed_total": "Signals consumed by a step that waited for them.",
     # Counted from the "completed" events of each transaction, by their status.
     "stepwise_actions_completed_total": "Actions completed, by the status they were completed with.",
 }
@@ -31,6 +33,8 @@ COUNTERS: dict[str, str] = {
 EVENT_COUNTERS: dict[tuple[str, str | None], str] = {
     ("attempt_failed", None): "stepwise_retries_total",
     ("recovered", "sweeper"): "stepwise_sweeper_recoveries_total",
+    ("signal_received", None): "stepwise_signals_sent_total",
+    ("signal_consumed", None): "stepwise_signals_consumed_total",
 }
 _EVENTS = {event for event, _ in EVENT_COUNTERS}
 COMPLETED = "stepwise_actions_completed_total"

@@ -27,11 +27,9 @@ from .action import Action
 from .completion import conclude
 from .errors import ArgumentError, SignalRefused
 from .invocation import Invocation
-from .signal import NAME_LENGTH, Signal
+from .signal import NAME_LENGTH, SIGNAL_WAIT, Signal
 from .step import Step
 
-#: The name of a wait invocation that waits for signals (its arguments list their names).
-SIGNAL_WAIT = "signal"
 APPROVED, REJECTED = "approved", "rejected"
 
 #: An action by id, or the newest action of this name on this actor (as ``complete``

@@ -23,6 +23,7 @@ from .invocation import Invocation
 from .outbound import complete as complete_outbound
 from .outbound import complete_action as complete_outbound_action
 from .outbound import complete_requested
+from .signal import SIGNAL_WAIT
 from .step_body import resume, run_steps
 
 broker.setup()
@@ -86,7 +87,7 @@ def wait_over(invocation_id: int) -> None:
         if wait.due_at is not None and clock.now() < wait.due_at:
             return wait.due_at - clock.now()
         # A timer's wait is over; a wait for signals reached its deadline without one.
-        outcome = "deadline" if wait.name == inbox.SIGNAL_WAIT else "waited"
+        outcome = "deadline" if wait.name == SIGNAL_WAIT else "waited"
         row = session.execute(
             update(Invocation)
             .where(Invocation.id == invocation_id, Invocation.concluded_at.is_(None))

@@ -31,6 +31,7 @@ from . import clock, counter, status
 from .action import Action
 from .invocation import Invocation
 from .performance import Performance
+from .signal import SIGNAL_WAIT, Signal
 
 #: The Content-Type a /metrics endpoint answers with (the text format 0.0.4).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -115,6 +116,7 @@ class DatabaseCollector(Collector):
         yield from _backlog(self.session, self.lane_limit)
         yield _durations(self.session, recent, self.duration_buckets)
         yield _latency(self.session, recent, self.latency_buckets)
+        yield from _waits(self.session, now)
         yield from _counters(self.session)
 
 
@@ -165,6 +167,30 @@ def _backlog(session: Session, lane_limit: int) -> Iterator[Metric]:
     yield family
     lanes = session.scalar(select(func.count()).select_from(Performance)) or 0
     yield GaugeMetricFamily("stepwise_lanes", "Lanes (concurrency keys) with a current action.", value=lanes)
+
+
+def _waits(session: Session, now: datetime) -> Iterator[Metric]:
+    # Through the partial indexes of open waits and of unconsumed signals.
+    waits = session.execute(
+        select(func.count(), func.min(Invocation.created_at)).where(
+            Invocation.kind == "wait", Invocation.name == SIGNAL_WAIT, Invocation.concluded_at.is_(None)
+        )
+    ).one()
+    yield GaugeMetricFamily(
+        "stepwise_signal_waits", "Steps' waits for signals not yet satisfied.", value=int(waits[0])
+    )
+    oldest = (now - waits[1]).total_seconds() if waits[1] is not None else 0.0
+    yield GaugeMetricFamily(
+        "stepwise_oldest_signal_wait_seconds",
+        "How long the oldest open wait for a signal has waited.",
+        value=oldest,
+    )
+    pending = (
+        session.scalar(select(func.count()).select_from(Signal).where(Signal.consumed_at.is_(None))) or 0
+    )
+    yield GaugeMetricFamily(
+        "stepwise_signals_pending", "Signals in inboxes that no step has consumed (yet).", value=int(pending)
+    )
 
 
 def _durations(session: Session, window: Window, buckets: list[float]) -> Metric:

@@ -20,6 +20,9 @@ from .db import Base, Id
 
 #: The longest signal name.
 NAME_LENGTH = 100
+#: The name of a wait invocation (kind "wait") that waits for signals; its arguments list
+#: the names it waits for.
+SIGNAL_WAIT = "signal"
 
 
 class Signal(Base):

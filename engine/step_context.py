@@ -18,6 +18,7 @@ from .errors import ArgumentError
 from .inbox import Received
 from .invocation import Invocation, request
 from .result import Child
+from .signal import SIGNAL_WAIT
 
 if TYPE_CHECKING:
     from .action import Action
@@ -183,7 +184,7 @@ class StepContext:
                 kind="wait",
                 actor_type=self.action.actor_type,
                 actor_id=self.action.actor_id,
-                name=inbox.SIGNAL_WAIT,
+                name=SIGNAL_WAIT,
                 arguments_json=names,
                 parent_step_id=self.step.id,
                 due_at=now + timeout if timeout is not None else None,

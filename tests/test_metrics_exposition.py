@@ -33,6 +33,11 @@ FAMILIES = {
     "stepwise_retries_total": "counter",
     "stepwise_sweeper_recoveries_total": "counter",
     "stepwise_actions_completed_total": "counter",
+    "stepwise_signals_sent_total": "counter",
+    "stepwise_signals_consumed_total": "counter",
+    "stepwise_signal_waits": "gauge",
+    "stepwise_oldest_signal_wait_seconds": "gauge",
+    "stepwise_signals_pending": "gauge",
 }
 
 # --- a small parser of the text format, strict about what it accepts ------------------------
@@ -391,6 +396,40 @@ def test_completions_are_counted_by_status_as_they_happen_and_survive_pruning(
         pruner.execute(delete(ActionEvent))
         pruner.commit()
     assert scrape().series("stepwise_actions_completed_total") == counted
+
+
+def test_signals_sent_consumed_pending_and_the_oldest_wait(session: Session, car: Car) -> None:
+    """Given two actions waiting for signals since 90 and 30 seconds, one signal consumed
+    and one kept in an inbox, the signal counters and gauges say so."""
+    # Given
+    testing.freeze()
+    gate = engine.define(Car, "gate", concurrency_key=lambda car, n: f"gate/{n}")
+
+    @gate.step
+    def hold(car: Car, step: engine.StepContext, n: int) -> None:
+        step.wait_for("open")
+
+    @gate.step
+    def after(car: Car, step: engine.StepContext, n: int) -> None:
+        step.wait_for("close")
+
+    first = engine.now(car, "gate", 1)
+    testing.travel(timedelta(seconds=60))
+    second = engine.now(car, "gate", 2)
+    testing.travel(timedelta(seconds=30))
+    engine.signal(first, "open")  # consumed: the first gate now waits for "close"
+    engine.signal(second, "close")  # kept: the second gate waits for "open"
+    testing.drain()
+
+    # When
+    result = scrape()
+
+    # Then
+    assert result.value("stepwise_signals_sent_total") == 2
+    assert result.value("stepwise_signals_consumed_total") == 1
+    assert result.value("stepwise_signals_pending") == 1
+    assert result.value("stepwise_signal_waits") == 2
+    assert result.value("stepwise_oldest_signal_wait_seconds") == 30.0
 
 
 def test_counters_are_added_to_once_per_batch_in_the_callers_transaction(session: Session) -> None:
