@@ -201,7 +201,11 @@ class Action(ActionSummary):
     timeout_seconds: float | None = Field(description="Seconds, with their fraction")
     deadline_at: Time
     superseded_by_id: int | None
-    result: dict[str, Any] | None = Field(description="The payload it was completed with")
+    result: Any = Field(
+        None,
+        description="What it returned (its last step, a finish decision) or was completed with: JSON, "
+        'with actors, datetimes and decimals as {"__stepwise__": kind, ...} objects',
+    )
     error: ErrorSummary | None
     created_at: Time
     updated_at: Time
@@ -211,6 +215,12 @@ class Action(ActionSummary):
 class Step(Answer):
     id: int
     index: int = Field(description="Which step of the definition")
+    name: str | None = Field(description="The step's name, when the server knows the definition")
+    visit: int = Field(description="Which run of this step (a decision may go back to it)")
+    result: Any = Field(None, description="What its body returned (JSON, as the action's result)")
+    decision: dict[str, Any] | None = Field(
+        description='{"go_to": name}, {"finish": true} or {"fail": reason}'
+    )
     status: StepStatus
     attempt: int
     retry_at: Time
@@ -239,8 +249,29 @@ class AttemptError(Answer):
     traceback: str | None
 
 
+class InboxSignal(Answer):
+    id: int
+    name: str
+    payload: Any = Field(None, description="JSON, as sent")
+    sent_by: str | None
+    note: str | None
+    sent_at: Time
+    consumed_at: Time = Field(description="null: still in the inbox")
+    consumed_by_wait_id: int | None
+
+
+class SignalWait(Answer):
+    id: int = Field(description="The wait (an invocation)")
+    step_id: int | None
+    signals: list[str] = Field(description="It is satisfied by any one of these")
+    since: Time
+    until: Time = Field(description="Its deadline; null: none")
+
+
 class ActionDetail(Action):
     steps: list[Step]
+    inbox: list[InboxSignal] = Field(description="Every signal sent to it, oldest first")
+    waits: list[SignalWait] = Field(description="Its waits for signals not yet satisfied")
     parents: list[Parent] = Field(description="The steps that waited on it (several when reuse attached it)")
     errors: list[AttemptError] = Field(description="Every error in its history, oldest first")
 

@@ -16,7 +16,8 @@ from sqlalchemy.orm import Session
 
 from engine import status
 from engine.commands import ActionFilter
-from engine.models import Action, ActionEvent, Performance, Step
+from engine.models import Action, ActionEvent, Invocation, Performance, Signal, Step
+from engine.signal import SIGNAL_WAIT
 from engine.step import step_actions
 
 from .schemas import MAX_ID
@@ -67,7 +68,7 @@ def steps_of(session: Session, action_ids: Sequence[int]) -> dict[int, list[Step
     found: dict[int, list[Step]] = {i: [] for i in action_ids}
     for part in chunks(list(action_ids)):
         for step in session.scalars(
-            select(Step).where(Step.action_id.in_(part)).order_by(Step.action_id, Step.definition_index)
+            select(Step).where(Step.action_id.in_(part)).order_by(Step.action_id, Step.id)
         ):
             found[step.action_id].append(step)
     return found
@@ -84,6 +85,28 @@ def children_of(session: Session, step_ids: Sequence[int]) -> dict[int, list[int
         ):
             found[step_id].append(child_id)
     return found
+
+
+def inbox_of(session: Session, action_id: int) -> list[Signal]:
+    """Every signal sent to the action, oldest first (consumed or still in its inbox)."""
+    return list(session.scalars(select(Signal).where(Signal.action_id == action_id).order_by(Signal.id)))
+
+
+def open_waits_of(session: Session, action_id: int) -> list[Invocation]:
+    """The action's waits for signals not yet satisfied, oldest first."""
+    return list(
+        session.scalars(
+            select(Invocation)
+            .join(Step, Step.id == Invocation.parent_step_id)
+            .where(
+                Step.action_id == action_id,
+                Invocation.kind == "wait",
+                Invocation.name == SIGNAL_WAIT,
+                Invocation.concluded_at.is_(None),
+            )
+            .order_by(Invocation.id)
+        )
+    )
 
 
 @dataclass(frozen=True)

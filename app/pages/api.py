@@ -18,7 +18,8 @@ from flask import Blueprint, jsonify, request, url_for
 from werkzeug.wrappers import Response
 
 from engine.commands import ActionFilter
-from engine.models import Action, ActionEvent, Performance, Step
+from engine.errors import EngineError
+from engine.models import Action, ActionEvent, Invocation, Performance, Signal, Step
 
 from .. import openapi, queries_api
 from .. import openapi_schemas as schemas
@@ -117,10 +118,22 @@ def action_json(action: Action) -> dict[str, Any]:
     }
 
 
-def step_json(step: Step, children: list[int]) -> dict[str, Any]:
+def step_names(action: Action) -> list[str]:
+    """The names of the action's steps, or none when this process does not know its definition."""
+    try:
+        return action.definition.step_names()
+    except EngineError:
+        return []
+
+
+def step_json(step: Step, children: list[int], names: list[str] | None = None) -> dict[str, Any]:
     return {
         "id": step.id,
         "index": step.definition_index,
+        "name": names[step.definition_index] if names and step.definition_index < len(names) else None,
+        "visit": step.visit,
+        "result": step.result,
+        "decision": step.decision,
         "status": step.status,
         "attempt": step.attempt,
         "retry_at": iso(step.retry_at),
@@ -130,6 +143,29 @@ def step_json(step: Step, children: list[int]) -> dict[str, Any]:
         "performed_at": iso(step.performed_at),
         "completed_at": iso(step.completed_at),
         "children": children,
+    }
+
+
+def signal_json(signal: Signal) -> dict[str, Any]:
+    return {
+        "id": signal.id,
+        "name": signal.name,
+        "payload": signal.payload,
+        "sent_by": signal.sent_by,
+        "note": signal.note,
+        "sent_at": iso(signal.created_at),
+        "consumed_at": iso(signal.consumed_at),
+        "consumed_by_wait_id": signal.consumed_by_id,
+    }
+
+
+def wait_json(wait: Invocation) -> dict[str, Any]:
+    return {
+        "id": wait.id,
+        "step_id": wait.parent_step_id,
+        "signals": list(wait.arguments_json or []),
+        "since": iso(wait.created_at),
+        "until": iso(wait.due_at),
     }
 
 
@@ -202,6 +238,7 @@ def action(action_id: int) -> Response:
     if found is None:
         not_found(action_id)
     steps = queries_api.steps_of(session, [found.id])[found.id]
+    names = step_names(found)
     children = queries_api.children_of(session, [s.id for s in steps])
     return jsonify(
         {
@@ -215,7 +252,9 @@ def action(action_id: int) -> Response:
                 if found.error_class
                 else None
             ),
-            "steps": [step_json(s, children[s.id]) for s in steps],
+            "steps": [step_json(s, children[s.id], names) for s in steps],
+            "inbox": [signal_json(signal) for signal in queries_api.inbox_of(session, found.id)],
+            "waits": [wait_json(wait) for wait in queries_api.open_waits_of(session, found.id)],
             "parents": [
                 {"action_id": p.action_id, "step_id": p.step_id, "step_index": p.step_index}
                 for p in queries_api.parents_of(session, found.id)
