@@ -9,7 +9,7 @@ and ``REDIS_URL`` or ``RABBITMQ_URL`` set. The intervals are recorded as
 
 from __future__ import annotations
 
-from sqlalchemy import ForeignKey
+from sqlalchemy import ForeignKey, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 import engine
@@ -48,6 +48,7 @@ class Truck(Actor, WorkloadBase):
     number: Mapped[int]
     inspections: Mapped[int] = mapped_column(default=0)
     deliveries: Mapped[int] = mapped_column(default=0)
+    cleared_by: Mapped[str | None] = mapped_column(String(200))
     crates: Mapped[list[Crate]] = relationship(order_by="Crate.id")
 
     @engine.action(concurrency_key=lambda truck, number: f"dock/{number % DOCKS}")
@@ -70,6 +71,18 @@ class Truck(Actor, WorkloadBase):
     def inspect(self, step: StepContext) -> None:
         intervals.opened(step)
         self.inspections += 1
+
+    @engine.action(concurrency_key=lambda truck: f"gate/{truck.id}")
+    def clear(self, step: StepContext) -> None:
+        """At the gate: wait for customs to clear the truck (a signal), then record who did."""
+        step.wait_for("cleared", "refused")
+
+    @clear.step
+    def leave(self, step: StepContext) -> str:
+        signal = step.signal
+        assert signal is not None
+        self.cleared_by = f"{signal.name} by {signal.sent_by}: {signal.payload}"
+        return signal.name
 
 
 class Crate(Actor, WorkloadBase):
