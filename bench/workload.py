@@ -65,6 +65,42 @@ class Tree(Actor, BenchBase):
     def leaf(self, n: int) -> None:
         pass
 
+    # --- bench/workflows.py: results along five steps, and a signal round trip ---------
+
+    @engine.action(concurrency_key=lambda tree, n: f"Tree/{tree.id}/pipeline/{n}")
+    def pipeline(self, step: StepContext, n: int) -> dict[str, int]:
+        """Five steps, each taking what the one before returned and returning more."""
+        return {"n": n, "total": 1}
+
+    @pipeline.step
+    def price(self, step: StepContext, n: int) -> dict[str, int]:
+        return _add_one(step.previous_result)
+
+    @pipeline.step
+    def reserve(self, step: StepContext, n: int) -> dict[str, int]:
+        return _add_one(step.previous_result)
+
+    @pipeline.step
+    def charge(self, step: StepContext, n: int) -> dict[str, int]:
+        return _add_one(step.previous_result)
+
+    @pipeline.step
+    def ship(self, step: StepContext, n: int) -> dict[str, int]:
+        return _add_one(step.previous_result)
+
+    @engine.action(concurrency_key=lambda tree, n: f"Tree/{tree.id}/gate/{n}")
+    def gate(self, step: StepContext, n: int) -> None:
+        """Wait for the signal "go", then succeed with its payload."""
+        step.wait_for("go")
+
+    @gate.step
+    def through(self, step: StepContext, n: int) -> object:
+        return step.signal.payload if step.signal else None
+
+
+def _add_one(result: dict[str, int]) -> dict[str, int]:
+    return {**result, "total": result["total"] + 1}
+
 
 engine_broker.setup()
 
