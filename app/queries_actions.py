@@ -37,6 +37,8 @@ SCAN = 10_000
 USUAL_SAMPLE = 200
 #: Lanes shown by the overview's "oldest pending" panel, and stuck actions shown.
 TOP = 20
+#: Statuses of an action that ran and failed (what "failures" means on every page).
+FAILURE_STATUSES = frozenset({status.FAILED, status.TIMED_OUT})
 
 
 # --- the actions list ------------------------------------------------------------------------
@@ -57,6 +59,9 @@ ROW_COLUMNS = (
     Action.started_at,
     Action.completed_at,
     Action.deadline_at,
+    Action.error_class,
+    # A row shows the start of the message; a whole one may be megabytes.
+    func.substr(Action.error_message, 1, 500),
 )
 
 
@@ -79,6 +84,8 @@ class ActionRow:
     started_at: datetime | None
     completed_at: datetime | None
     deadline_at: datetime | None
+    error_class: str | None = None
+    error_message: str | None = None
 
     @property
     def actor(self) -> str:
@@ -99,6 +106,57 @@ class ActionRow:
         if self.started_at is None:
             return None
         return (self.completed_at or now) - self.started_at
+
+    @property
+    def error_name(self) -> str | None:
+        """The error's class without its module (``WarehouseOffline``)."""
+        return short_error(self.error_class)
+
+
+def short_error(error_class: str | None) -> str | None:
+    return error_class.rsplit(".", 1)[-1] if error_class else None
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a failed tree failed: the error of an action below its root that raised."""
+
+    action_id: int
+    name: str
+    error_class: str
+    error_message: str | None
+
+    @property
+    def error_name(self) -> str | None:
+        return short_error(self.error_class)
+
+
+def causes(session: Session, roots: Iterable[ActionRow]) -> dict[int, Cause]:
+    """For the failed roots among ``roots`` that raised nothing themselves (their failure
+    came up from below), the first error raised in their tree: one query on
+    ``ix_stepwise_actions_tree`` for a page of roots."""
+    ids = sorted({r.id for r in roots if r.root and r.status in FAILURE_STATUSES and not r.error_class})
+    if not ids:
+        return {}
+    found: dict[int, Cause] = {}
+    query = (
+        select(
+            Action.root_id,
+            Action.id,
+            Action.name,
+            Action.error_class,
+            func.substr(Action.error_message, 1, 500),
+        )
+        .where(
+            Action.root_id.in_(ids),
+            Action.status.in_(sorted(FAILURE_STATUSES)),
+            Action.error_class.is_not(None),
+        )
+        .order_by(Action.root_id, Action.id)
+    )
+    for root_id, action_id, name, error_class, message in session.execute(query):
+        found.setdefault(root_id, Cause(action_id, name, error_class, message))
+    return found
 
 
 def rows(session: Session, query: Select[Any]) -> list[ActionRow]:
@@ -374,3 +432,203 @@ def stuck_actions(
                 found.append(Stuck(action, "slow", elapsed, max(typical * factor, floor), usual=typical))
     found.sort(key=lambda s: s.overdue, reverse=True)
     return found
+
+
+# --- needs attention ---------------------------------------------------------------------------
+
+
+#: Outbound actions performing: waiting for a person (an approval) or a webhook.
+WAITING = (Action.status == status.PERFORMING, Action.outbound.is_(True))
+
+
+def waiting_for_people(session: Session, limit: int = TOP) -> tuple[list[ActionRow], Count]:
+    """Outbound actions performing (waiting for an approval or an outside completion), the
+    oldest first, and how many there are (capped): the range of ``ix_stepwise_actions_status``
+    for performing, which holds only live work."""
+    query = select_rows().where(*WAITING)
+    return rows(session, query.order_by(Action.id).limit(limit)), waiting_count(session)
+
+
+def waiting_count(session: Session, cap: int = CAP) -> Count:
+    """Outbound actions performing: waiting for an approval or an outside completion."""
+    return capped_count(session, select(Action.id).where(*WAITING), cap)
+
+
+def failed_roots(session: Session, limit: int = 5) -> tuple[list[ActionRow], Count]:
+    """The newest roots of failed or timed-out trees (awaiting an operator's decision: retry
+    or leave them), and how many there are (capped)."""
+    where = (Action.status.in_(sorted(FAILURE_STATUSES)), Action.root.is_(True))
+    found = rows(session, select_rows().where(*where).order_by(Action.id.desc()).limit(limit))
+    return found, capped_count(session, select(Action.id).where(*where))
+
+
+# --- failures grouped by error -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ErrorGroup:
+    """The failed actions that raised one error class, among those read."""
+
+    error_class: str
+    count: int
+    newest_id: int
+    newest_at: datetime | None
+    #: The newest one's message (its start).
+    message: str | None
+    #: Action names that raised it, the most frequent first (at most a few).
+    names: tuple[str, ...] = ()
+
+    @property
+    def error_name(self) -> str | None:
+        return short_error(self.error_class)
+
+
+def failure_groups(session: Session, scan: int = SCAN) -> tuple[list[ErrorGroup], bool]:
+    """Failed and timed-out actions that raised an error, grouped by its class, the group
+    with the newest failure first; and whether the ``scan`` newest failures read were not
+    all there is (then the counts are among those). Reads at most ``scan`` entries of
+    ``ix_stepwise_actions_error_class`` (the actions with an error, by id)."""
+    sample = (
+        select(Action.id, Action.error_class, Action.name)
+        .where(Action.error_class.is_not(None), Action.status.in_(sorted(FAILURE_STATUSES)))
+        .order_by(Action.id.desc())
+        .limit(scan)
+        .subquery()
+    )
+    grouped = session.execute(
+        select(sample.c.error_class, func.count().label("n"), func.max(sample.c.id).label("newest"))
+        .group_by(sample.c.error_class)
+        .order_by(func.max(sample.c.id).desc())
+    ).all()
+    read = sum(int(row.n) for row in grouped)
+    if not grouped:
+        return [], False
+    newest = {
+        row.id: row
+        for row in session.execute(
+            select(
+                Action.id, Action.completed_at, func.substr(Action.error_message, 1, 500).label("message")
+            ).where(Action.id.in_([row.newest for row in grouped]))
+        )
+    }
+    names: dict[str, dict[str, int]] = {}
+    for error_class, name, n in session.execute(
+        select(sample.c.error_class, sample.c.name, func.count()).group_by(
+            sample.c.error_class, sample.c.name
+        )
+    ):
+        names.setdefault(error_class, {})[name] = int(n)
+    groups = []
+    for row in grouped:
+        first = newest.get(row.newest)
+        by_name = names.get(row.error_class, {})
+        groups.append(
+            ErrorGroup(
+                error_class=row.error_class,
+                count=int(row.n),
+                newest_id=int(row.newest),
+                newest_at=first.completed_at if first is not None else None,
+                message=first.message if first is not None else None,
+                names=tuple(sorted(by_name, key=lambda k: (-by_name[k], k))[:3]),
+            )
+        )
+    return groups, read >= scan
+
+
+# --- runs per definition -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DefinitionStats:
+    """How one action name ran in a time window: runs that ended (succeeded, failed or
+    timed out), how many succeeded, and the median and 95th percentile of their duration."""
+
+    actor_type: str
+    name: str
+    runs: int
+    succeeded: int
+    p50: timedelta | None
+    p95: timedelta | None
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.succeeded / self.runs if self.runs else None
+
+
+#: Statuses of a run that ended on its own (not cancelled or superseded).
+RAN = (status.SUCCEEDED, status.FAILED, status.TIMED_OUT)
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    """The ``fraction`` percentile of sorted ``values``, interpolated as PostgreSQL's
+    ``percentile_cont`` does."""
+    if not values:
+        return None
+    at = fraction * (len(values) - 1)
+    low = int(at)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (at - low)
+
+
+def definition_stats(
+    session: Session, since: datetime, scan: int = SCAN
+) -> tuple[list[DefinitionStats], bool]:
+    """Runs per action name (and actor type) among the ``scan`` newest completions since
+    ``since`` (a range of ``ix_stepwise_actions_completed_at``), the most runs first; and
+    whether that sample was full (then the figures are of the newest ``scan``)."""
+    sample = (
+        select(Action.actor_type, Action.name, Action.status, Action.started_at, Action.completed_at)
+        .where(Action.completed_at >= since, Action.status.in_(RAN))
+        .order_by(Action.completed_at.desc())
+        .limit(scan)
+        .subquery()
+    )
+    postgres = session.get_bind().dialect.name == "postgresql"
+    if postgres:
+        seconds: Any = func.extract("epoch", sample.c.completed_at - sample.c.started_at)
+        found = session.execute(
+            select(
+                sample.c.actor_type,
+                sample.c.name,
+                func.count(),
+                func.count().filter(sample.c.status == status.SUCCEEDED),
+                func.percentile_cont(0.5).within_group(seconds),
+                func.percentile_cont(0.95).within_group(seconds),
+            ).group_by(sample.c.actor_type, sample.c.name)
+        ).all()
+        stats = [
+            DefinitionStats(
+                actor_type,
+                name,
+                int(runs),
+                int(ok),
+                timedelta(seconds=float(p50)) if p50 is not None else None,
+                timedelta(seconds=float(p95)) if p95 is not None else None,
+            )
+            for actor_type, name, runs, ok, p50, p95 in found
+        ]
+    else:
+        by_name: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+        for actor_type, name, state, started, completed in session.execute(select(sample)):
+            counts, durations = by_name.setdefault((actor_type, name), ([0, 0], []))
+            counts[0] += 1
+            counts[1] += state == status.SUCCEEDED
+            if started is not None and completed is not None:
+                durations.append((completed - started).total_seconds())
+        stats = []
+        for (actor_type, name), (counts, durations) in by_name.items():
+            durations.sort()
+            p50, p95 = percentile(durations, 0.5), percentile(durations, 0.95)
+            stats.append(
+                DefinitionStats(
+                    actor_type,
+                    name,
+                    counts[0],
+                    counts[1],
+                    timedelta(seconds=p50) if p50 is not None else None,
+                    timedelta(seconds=p95) if p95 is not None else None,
+                )
+            )
+    read = sum(s.runs for s in stats)
+    stats.sort(key=lambda s: (-s.runs, s.actor_type, s.name))
+    return stats, read >= scan

@@ -1,6 +1,7 @@
 """Actions list: filters in the URL (shareable), search in the arguments, keyset pagination,
-capped counts; and the bulk commands over the current filter (cancel or retry all matching:
-the count first, a confirmation, then progress while a background thread runs it).
+capped counts, the error of each failure; failures grouped by error; and the bulk commands,
+over the ticked rows or the whole filter (cancel or retry the selected or all matching: the
+count first, a confirmation, then progress while a background thread runs it).
 
 The single action's page (``/actions/<id>``) is another module's (``action.py``); rows link
 to it by URL. The list and the bulk commands read the same ``engine.commands.ActionFilter``,
@@ -81,6 +82,7 @@ def list_context(filters: Filters, *, before: int | None = None, after: int | No
     session: Any = db.session
     context: dict[str, Any] = {
         "filters": filters,
+        "verbs": applicable_verbs(filters),
         "statuses": status.ACTION_STATUSES,
         "names": queries_actions.known_names(),
         "actor_types": queries_actions.known_actor_types(),
@@ -97,7 +99,7 @@ def list_context(filters: Filters, *, before: int | None = None, after: int | No
     # A search in the arguments has no index: counting its matches may read the whole
     # table, so the list comes first and its count is asked for separately (/actions/count).
     count = None if deferred_count(filters) else count_of(filters)
-    return {**context, "page": page, "count": count}
+    return {**context, "page": page, "count": count, "causes": queries_actions.causes(session, page.rows)}
 
 
 def deferred_count(filters: Filters) -> bool:
@@ -119,6 +121,24 @@ def count() -> Response:
         abort(400, description=f"The filter is not valid ({problems}).")
     return render(
         "actions/count.html", "actions/_count.html", filters=filters, count=count_of(filters), cap=queries.CAP
+    )
+
+
+# --- failures grouped by error --------------------------------------------------------------------
+
+
+@bp.get("/errors")
+def errors() -> Response:
+    """Failed and timed-out actions grouped by the class of the error they raised: how many,
+    the newest, and a link to the list of each (where they can be selected and retried)."""
+    session: Any = db.session
+    groups, sample_full = queries_actions.failure_groups(session)
+    return render(
+        "actions/errors.html",
+        "actions/_errors.html",
+        groups=groups,
+        sample_full=sample_full,
+        scan=queries_actions.SCAN,
     )
 
 
@@ -157,6 +177,13 @@ def bulk_runs(app: Flask | None = None) -> BulkRuns:
         found = extensions.setdefault("stepwise_bulk_runs", BulkRuns())
     assert isinstance(found, BulkRuns)
     return found
+
+
+def applicable_verbs(filters: Filters) -> list[str]:
+    """The bulk commands that can change something the filter matches: a filter on a status
+    offers only the verbs that act on that status (no "cancel" for failed actions)."""
+    state = filters.where.status
+    return [verb for verb, command in VERBS.items() if state is None or state in command["eligible"]]
 
 
 def verb_of(value: str | None) -> str:
@@ -232,8 +259,12 @@ def progress_context(entry: AuditEntry) -> dict[str, Any]:
     params: dict[str, str] = {}
     for name, field_name in FILTER_FIELDS.items():
         value = described.get(field_name)
-        if value:
+        if isinstance(value, list):
+            params[name] = ",".join(str(v) for v in value)
+        elif value:
             params[name] = "1" if value is True else str(value)
+    # A filter that acted on every level of failed trees says so (failures list roots otherwise).
+    params.setdefault("roots", "1" if described.get("roots_only") else "0")
     filters = parse_filters(params)
     error = bulk_runs().failures.get(entry.id)
     finished = entry.finished_at is not None or error is not None

@@ -1,8 +1,11 @@
-"""Overview: counts by status, throughput and failures over time (an inline SVG chart), the
-oldest pending action per lane, and the actions that look stuck.
+"""Overview: first what needs a person (approvals and outbound actions waiting, with
+Approve and Reject at hand; failed trees awaiting a decision; actions that look stuck), then
+live counts beside what completed in a chosen window, runs per definition, throughput and
+failures over time (an inline SVG chart) and the oldest pending action per lane.
 
-The counts are capped (``app.queries``) and computed per request. The other figures read
-more, so each is computed at most once per ``TTL`` in this process and shared by every
+Live figures are capped counts (``app.queries``) computed per request, so an approval that
+has waited ten seconds is already listed. The window's figures read more, so each is
+computed at most once per ``TTL`` (or its window's) in this process and shared by every
 request and every polling tab (the fragments poll only while the tab is visible).
 """
 
@@ -14,15 +17,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from flask import Blueprint, current_app, request
+from flask import Blueprint, abort, current_app, request, url_for
 from werkzeug.wrappers import Response
 
-from engine import clock, status
+from engine import clock, commands, history, status
+from engine.commands import CommandResult
 
-from .. import queries
+from .. import queries, users
 from .. import queries_actions as q
+from ..auth import current_user, requires
 from ..database import db
-from ..views import render
+from ..views import command_response, render
 
 bp = Blueprint("overview", __name__)
 
@@ -69,6 +74,16 @@ WINDOWS = {
     )
 }
 DEFAULT_WINDOW = "1h"
+#: The windows the tiles and the runs per definition offer.
+TILE_WINDOWS = ("1h", "24h", "7d")
+#: Statuses counted live (what is in flight now), and completed in the window.
+LIVE_STATUSES = (status.PENDING, status.PERFORMING)
+COMPLETED_STATUSES = CHART_STATUSES
+#: Approvals listed with their forms, and failed trees listed, in "Needs attention".
+WAITING_SHOWN = 10
+FAILED_SHOWN = 5
+#: The longest note an operator may give with an approval (the action page's limit).
+MAX_NOTE = 2000
 
 
 # --- an in-process cache per app ----------------------------------------------------------------
@@ -111,21 +126,83 @@ def cache() -> Cache:
 
 @bp.get("/")
 def index() -> Response:
-    return render(
-        "overview/index.html",
-        "overview/_counts.html",
+    stuck = stuck_context()
+    # The panels share some names (the window, the count of waiting approvals): one context.
+    context = {
+        **attention_context(stuck),
         **counts(),
         **chart_context(),
         **waiting_context(),
-        **stuck_context(),
-        scan=q.SCAN,
-    )
+        **stuck,
+        **stats_context(),
+        "scan": q.SCAN,
+    }
+    return render("overview/index.html", "overview/_counts.html", **context)
 
 
 @bp.get("/overview/counts")
 def counts_fragment() -> Response:
     """The counts alone: the fragment polls this while the tab is visible."""
     return render("overview/_counts.html", **counts())
+
+
+@bp.get("/overview/attention")
+def attention_fragment() -> Response:
+    """What needs a person, alone: it polls this while the tab is visible."""
+    stuck = stuck_context()
+    return render("overview/_attention.html", **attention_context(stuck), **stuck)
+
+
+@bp.get("/overview/runs")
+def stats_fragment() -> Response:
+    """Runs per definition in the window alone (the window links ask for it)."""
+    return render("overview/_runs.html", **stats_context())
+
+
+@bp.post("/overview/approve/<int:action_id>")
+@requires(users.OPERATOR)
+def approve(action_id: int) -> Response:
+    """Approve a waiting outbound action from the overview: ``engine.commands.approve``,
+    audited as on the action page; answered with the refreshed "Needs attention"."""
+    result = decide(commands.approve, action_id)
+    return decided(action_id, result, f"Action {action_id} was approved: it succeeded.")
+
+
+@bp.post("/overview/reject/<int:action_id>")
+@requires(users.OPERATOR)
+def reject(action_id: int) -> Response:
+    """Reject a waiting outbound action from the overview (it fails)."""
+    result = decide(commands.reject, action_id)
+    return decided(action_id, result, f"Action {action_id} was rejected: it failed.")
+
+
+def decide(command: Callable[..., CommandResult], action_id: int) -> CommandResult:
+    note = (request.form.get("note") or "").strip() or None
+    if note is not None and len(note) > MAX_NOTE:
+        abort(400, description=f"The note is at most {MAX_NOTE:,} characters, so nothing was changed.")
+    user = current_user()
+    return command(action_id, by=user.name if user else None, note=note, cause=history.OPERATOR)
+
+
+def decided(action_id: int, result: CommandResult, done: str) -> Response:
+    if result.reason == "not_found":
+        abort(404, description=f"There is no action {action_id}, so nothing was changed.")
+    if result:
+        message = done
+    elif result.reason == "not_outbound":
+        message = f"Action {action_id} is not outbound: it completes on its own. Nothing was changed."
+    else:
+        message = f"Action {action_id} is already completed: nothing was changed."
+    db.session.expire_all()
+    stuck = stuck_context()
+    return command_response(
+        message,
+        ok=bool(result),
+        fragment="overview/_attention.html",
+        redirect_to=url_for("overview.index"),
+        **attention_context(stuck),
+        **stuck,
+    )
 
 
 @bp.get("/overview/throughput")
@@ -145,11 +222,72 @@ def stuck_fragment() -> Response:
 
 
 def counts() -> dict[str, Any]:
+    """Live counts (capped, per request) and the completions of the window (its chart's
+    figures, shared with the chart's cache)."""
     session: Any = db.session
+    window = chart_window()
+    chart = chart_context(window)["chart"]
+    succeeded = chart.totals.get(status.SUCCEEDED, 0)
+    ran = succeeded + chart.failures
     return {
-        "counts": queries.status_counts(session),
+        "live": {state: queries.status_count(session, state) for state in LIVE_STATUSES},
+        "waiting_count": q.waiting_count(session),
+        "completed": {state: chart.totals.get(state, 0) for state in COMPLETED_STATUSES},
+        "success_rate": succeeded / ran if ran else None,
+        "completed_at": chart.computed_at,
+        "window": window,
+        "tile_windows": [WINDOWS[key] for key in TILE_WINDOWS],
         "lanes": queries.lane_count(session),
         "achievements": queries.achievement_count(session),
+    }
+
+
+# --- needs attention -------------------------------------------------------------------------
+
+
+def attention_context(stuck: dict[str, Any]) -> dict[str, Any]:
+    """What a person must act on, read per request (nothing here is cached but the stuck
+    actions, which share their panel's 15 s): an approval listed at once."""
+    session: Any = db.session
+    waiting, waiting_total = q.waiting_for_people(session, limit=WAITING_SHOWN)
+    failed, failed_count = q.failed_roots(session, limit=FAILED_SHOWN)
+    user = current_user()
+    return {
+        "waiting": waiting,
+        "waiting_total": waiting_total,
+        "failed": failed,
+        "failed_count": failed_count,
+        "causes": q.causes(session, failed),
+        "stuck_ids": ",".join(str(item.action.id) for item in stuck["stuck"]),
+        "can_command": user is not None and user.can(users.OPERATOR),
+        "now": clock.now(),
+    }
+
+
+# --- runs per definition ---------------------------------------------------------------------
+
+
+def definition_stats(window: Window) -> tuple[tuple[list[q.DefinitionStats], bool], datetime]:
+    """Runs per definition in ``window``, computed at most once per the window's TTL (the
+    catalog shares it)."""
+
+    def compute() -> tuple[list[q.DefinitionStats], bool]:
+        session: Any = db.session
+        return q.definition_stats(session, clock.now() - window.span)
+
+    return cache().get(("stats", window.key), window.ttl, compute)
+
+
+def stats_context() -> dict[str, Any]:
+    window = chart_window()
+    (stats, sample_full), at = definition_stats(window)
+    return {
+        "stats": stats,
+        "stats_sample_full": sample_full,
+        "stats_at": at,
+        "scan": q.SCAN,
+        "window": window,
+        "tile_windows": [WINDOWS[key] for key in TILE_WINDOWS],
     }
 
 
@@ -256,8 +394,8 @@ def chart_window() -> Window:
     return WINDOWS.get(request.args.get("window", ""), WINDOWS[DEFAULT_WINDOW])
 
 
-def chart_context() -> dict[str, Any]:
-    window = chart_window()
+def chart_context(window: Window | None = None) -> dict[str, Any]:
+    window = window or chart_window()
 
     def compute() -> list[q.Bucket]:
         session: Any = db.session

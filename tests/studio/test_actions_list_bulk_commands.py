@@ -73,10 +73,13 @@ def test_operators_see_the_bulk_commands_for_the_current_filter(
     operator_client: StudioClient, viewer_client: StudioClient, paint_jobs: list[Action]
 ) -> None:
     page = operator_client.get("/actions/?name=paint&status=performing")
+    every = operator_client.get("/actions/?name=paint")
 
     assert 'href="/actions/bulk/confirm?verb=cancel&amp;status=performing&amp;name=paint"' in page.text
-    assert 'href="/actions/bulk/confirm?verb=retry&amp;status=performing&amp;name=paint"' in page.text
     assert 'hx-target="#bulk-panel"' in page.text
+    # Only the verbs that apply to the filter: performing actions cannot be retried
+    assert "verb=retry" not in page.text
+    assert 'href="/actions/bulk/confirm?verb=retry&amp;name=paint"' in every.text
     # A viewer sees the list but no command
     seen = viewer_client.get("/actions/?name=paint&status=performing")
     assert seen.status_code == 200
@@ -214,7 +217,8 @@ def test_retry_all_matching_reopens_the_failed_ones(
     assert statuses(session) == ["performing"]
     (entry,) = audit_entries(session)
     assert (entry.command, entry.total, entry.done) == ("bulk_retry", 2, 2)
-    assert entry.data["filter"] == {"status": "failed"}
+    # Failures are acted on by their roots (a retried root reopens its tree): said in the audit
+    assert entry.data["filter"] == {"status": "failed", "roots_only": True}
 
 
 def gate(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
