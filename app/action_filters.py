@@ -1,9 +1,10 @@
 """The actions list's filter: its URL parameters, how they are read and checked, and the
 ``engine.commands.ActionFilter`` they make (the same filter the bulk commands act on).
 
-The studio filters by three things the engine's filter does not know yet (an error class,
-outbound actions, a selection of ids): ``StudioFilter`` adds them, and is made only when
-one is asked for, so every other filter is the engine's own.
+The studio also filters by an error class, outbound actions and a selection of ids:
+``engine.bulk_work.BulkFilter`` adds them to the engine's ``ActionFilter`` (a bulk run reads
+them back in a worker), and is made only when one is asked for, so every other filter is
+the engine's own.
 """
 
 from __future__ import annotations
@@ -14,10 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from sqlalchemy import ColumnElement
-
-from engine import commands, status
-from engine.models import Action
+from engine import bulk_work, commands, status
 
 #: The filter's URL parameters, in the order the form shows them.
 FIELDS = (
@@ -60,24 +58,8 @@ ROOTS_BY_DEFAULT = frozenset({status.FAILED, status.TIMED_OUT})
 STUDIO_FIELDS = ("error_class", "outbound_only", "ids")
 
 
-@dataclass(frozen=True)
-class StudioFilter(commands.ActionFilter):
-    """The engine's filter, and the error class of the failure, outbound actions only, and
-    a selection of ids (the rows an operator ticked)."""
-
-    error_class: str | None = None
-    outbound_only: bool = False
-    ids: tuple[int, ...] = ()
-
-    def conditions(self) -> list[ColumnElement[bool]]:
-        found = super().conditions()
-        if self.error_class:
-            found.append(Action.error_class == self.error_class)
-        if self.outbound_only:
-            found.append(Action.outbound.is_(True))
-        if self.ids:
-            found.append(Action.id.in_(self.ids))
-        return found
+#: The engine's ActionFilter with the studio's fields: what a bulk run acts on, too.
+StudioFilter = bulk_work.BulkFilter
 
 
 def make_filter(**fields: Any) -> commands.ActionFilter:
