@@ -52,6 +52,11 @@ def status_counts(session: Session, cap: int = CAP) -> dict[str, Count]:
     }
 
 
+def status_count(session: Session, state: str, cap: int = CAP) -> Count:
+    """Actions in ``state`` (a range of ix_stepwise_actions_status), capped."""
+    return capped_count(session, select(Action.id).where(Action.status == state), cap)
+
+
 def lane_count(session: Session, cap: int = CAP) -> Count:
     """Lanes (performances) with a current action."""
     return capped_count(session, select(Performance.id), cap)

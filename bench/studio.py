@@ -68,6 +68,9 @@ def nth_page(n: int, first: str = "/actions/") -> Callable[[Any, dict[str, int]]
 
 PAGES = [
     Page("overview", "/"),
+    Page("overview, a week's window", "/?window=7d"),
+    Page("failures by error", "/actions/errors"),
+    Page("actions, one error class", "/actions/?status=failed&error=builtins.RuntimeError"),
     Page("actions, status=failed", "/actions/?status=failed"),
     Page("actions, name=charge", "/actions/?name=charge"),
     Page("actions, page 1", "/actions/"),

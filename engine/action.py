@@ -62,6 +62,14 @@ class Action(Timestamps, Base):
             sqlite_where=text("status IN ('pending', 'performing')"),
             postgresql_where=text("status IN ('pending', 'performing')"),
         ),
+        # The studio's failures by error class (newest first): only the rows that raised.
+        Index(
+            "ix_stepwise_actions_error_class",
+            "error_class",
+            "id",
+            sqlite_where=text("error_class IS NOT NULL"),
+            postgresql_where=text("error_class IS NOT NULL"),
+        ),
         # Invariant 1: at most one performing action per lane, whatever the workers do.
         Index(
             "uq_stepwise_actions_one_performing_per_lane",

@@ -16,7 +16,7 @@ import dramatiq
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from . import admission, broker, clock, db, group_commit, history, inbox, registry, status
+from . import admission, broker, bulk_work, clock, db, group_commit, history, inbox, registry, status
 from .action import Action
 from .completion import complete_action, conclude
 from .invocation import Invocation
@@ -135,6 +135,12 @@ def complete(
         complete_outbound(actor, name, to)
 
 
+@dramatiq.actor(actor_name=bulk_work.BULK_RUN, **OPTIONS)
+def bulk_run(run_id: int) -> None:
+    """Work through a bulk command's matching actions from where its run got to."""
+    bulk_work.run(run_id)
+
+
 def import_actor_modules() -> None:
     """Import the modules named in ``STEPWISE_IMPORTS``: a worker started as ``dramatiq
     engine.jobs`` (the Procfile's) then knows the actor classes its messages name."""
@@ -145,4 +151,4 @@ def import_actor_modules() -> None:
 
 import_actor_modules()
 
-__all__ = ["admit", "complete", "match_signals", "perform_step", "timeout", "wait_over"]
+__all__ = ["admit", "bulk_run", "complete", "match_signals", "perform_step", "timeout", "wait_over"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .achievement import Achievement
 from .action import Action
 from .audit import AuditEntry
+from .bulk_run import BulkRun
 from .counter import Counter
 from .history import ActionEvent
 from .invocation import Invocation
@@ -17,6 +18,7 @@ __all__ = [
     "Action",
     "ActionEvent",
     "AuditEntry",
+    "BulkRun",
     "Counter",
     "Invocation",
     "Performance",

@@ -36,6 +36,7 @@ STEPWISE = Path(sys.executable).with_name("stepwise")
 PARTIAL_INDEXES = {
     "ix_stepwise_actions_lane",
     "uq_stepwise_actions_one_performing_per_lane",
+    "ix_stepwise_actions_error_class",
     "ix_stepwise_invocations_due_waits",
     "ix_stepwise_signals_inbox",
     "ix_stepwise_invocations_skipped",

@@ -1,6 +1,8 @@
 """Actions list: filters in the URL (shareable), search in the arguments, keyset pagination,
-capped counts; and the bulk commands over the current filter (cancel or retry all matching:
-the count first, a confirmation, then progress while a background thread runs it).
+capped counts, the error of each failure; failures grouped by error; and the bulk commands,
+over the ticked rows or the whole filter (cancel or retry the selected or all matching: the
+count first, a confirmation, then the progress of the engine's bulk run, which a worker
+performs: a restarted web process neither loses nor orphans it).
 
 The single action's page (``/actions/<id>``) is another module's (``action.py``); rows link
 to it by URL. The list and the bulk commands read the same ``engine.commands.ActionFilter``,
@@ -9,17 +11,13 @@ so a bulk command acts on exactly what the list shows.
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from flask import Blueprint, Flask, abort, current_app, redirect, request, url_for
-from werkzeug.exceptions import InternalServerError, ServiceUnavailable
+from flask import Blueprint, abort, redirect, request, url_for
 from werkzeug.wrappers import Response
 
-from engine import clock, commands, status
+from engine import bulk_work, clock, commands, status
 from engine.audit import AuditEntry
 
 from .. import queries, queries_actions, users
@@ -27,8 +25,6 @@ from ..action_filters import FILTER_FIELDS, Filters, parse_filters
 from ..auth import current_user, requires
 from ..database import db
 from ..views import command_response, is_htmx, render, wants_fragment
-
-log = logging.getLogger("stepwise.studio")
 
 bp = Blueprint("actions", __name__, url_prefix="/actions")
 
@@ -81,6 +77,7 @@ def list_context(filters: Filters, *, before: int | None = None, after: int | No
     session: Any = db.session
     context: dict[str, Any] = {
         "filters": filters,
+        "verbs": applicable_verbs(filters),
         "statuses": status.ACTION_STATUSES,
         "names": queries_actions.known_names(),
         "actor_types": queries_actions.known_actor_types(),
@@ -97,7 +94,7 @@ def list_context(filters: Filters, *, before: int | None = None, after: int | No
     # A search in the arguments has no index: counting its matches may read the whole
     # table, so the list comes first and its count is asked for separately (/actions/count).
     count = None if deferred_count(filters) else count_of(filters)
-    return {**context, "page": page, "count": count}
+    return {**context, "page": page, "count": count, "causes": queries_actions.causes(session, page.rows)}
 
 
 def deferred_count(filters: Filters) -> bool:
@@ -122,6 +119,24 @@ def count() -> Response:
     )
 
 
+# --- failures grouped by error --------------------------------------------------------------------
+
+
+@bp.get("/errors")
+def errors() -> Response:
+    """Failed and timed-out actions grouped by the class of the error they raised: how many,
+    the newest, and a link to the list of each (where they can be selected and retried)."""
+    session: Any = db.session
+    groups, sample_full = queries_actions.failure_groups(session)
+    return render(
+        "actions/errors.html",
+        "actions/_errors.html",
+        groups=groups,
+        sample_full=sample_full,
+        scan=queries_actions.SCAN,
+    )
+
+
 # --- bulk commands -------------------------------------------------------------------------------
 
 VERBS = {
@@ -140,23 +155,11 @@ VERBS = {
 }
 
 
-@dataclass
-class BulkRuns:
-    """The bulk commands this app started in this process: their threads by audit entry id,
-    and the errors that stopped some (the audit entry of a command that raised stays
-    unfinished: the progress says why instead of polling for ever)."""
-
-    threads: dict[int, threading.Thread] = field(default_factory=dict)
-    failures: dict[int, str] = field(default_factory=dict)
-
-
-def bulk_runs(app: Flask | None = None) -> BulkRuns:
-    extensions = (app or current_app).extensions
-    found = extensions.get("stepwise_bulk_runs")
-    if found is None:
-        found = extensions.setdefault("stepwise_bulk_runs", BulkRuns())
-    assert isinstance(found, BulkRuns)
-    return found
+def applicable_verbs(filters: Filters) -> list[str]:
+    """The bulk commands that can change something the filter matches: a filter on a status
+    offers only the verbs that act on that status (no "cancel" for failed actions)."""
+    state = filters.where.status
+    return [verb for verb, command in VERBS.items() if state is None or state in command["eligible"]]
 
 
 def verb_of(value: str | None) -> str:
@@ -199,7 +202,7 @@ def bulk_confirm() -> Response:
 @bp.post("/bulk")
 @requires(users.OPERATOR)
 def bulk_run() -> Response:
-    """Step two: run the bulk command in a background thread; answer with its progress."""
+    """Step two: hand the bulk command to the workers; answer with its progress."""
     verb = verb_of(request.form.get("verb"))
     filters = bulk_filters(request.form)
     reason = (request.form.get("reason") or "").strip() or None
@@ -232,11 +235,18 @@ def progress_context(entry: AuditEntry) -> dict[str, Any]:
     params: dict[str, str] = {}
     for name, field_name in FILTER_FIELDS.items():
         value = described.get(field_name)
-        if value:
+        if isinstance(value, list):
+            params[name] = ",".join(str(v) for v in value)
+        elif value:
             params[name] = "1" if value is True else str(value)
+    # A filter that acted on every level of failed trees says so (failures list roots otherwise).
+    params.setdefault("roots", "1" if described.get("roots_only") else "0")
     filters = parse_filters(params)
-    error = bulk_runs().failures.get(entry.id)
+    error = (entry.data or {}).get("error")
     finished = entry.finished_at is not None or error is not None
+    session: Any = db.session
+    run = bulk_work.run_of(session, entry.id)
+    stalled = run is not None and not finished and run.updated_at < clock.now() - bulk_work.STALE
     total = entry.total or 0
     done = min(entry.done or 0, total) if total else entry.done or 0
     return {
@@ -246,6 +256,8 @@ def progress_context(entry: AuditEntry) -> dict[str, Any]:
         "filters": filters,
         "finished": finished,
         "error": error,
+        "run": run,
+        "stalled": stalled,
         "total": total,
         "done": done,
         "percent": round(100 * done / total) if total else 100,
@@ -253,48 +265,6 @@ def progress_context(entry: AuditEntry) -> dict[str, Any]:
 
 
 def start_bulk(verb: str, where: commands.ActionFilter, *, by: str | None, reason: str | None) -> int:
-    """Run ``engine.commands.bulk`` in a background thread and return its audit entry's id
-    as soon as the entry exists (it holds the progress the page polls)."""
-    started = threading.Event()
-    box: dict[str, Any] = {}
-    runs = bulk_runs()
-
-    def on_start(entry: AuditEntry) -> None:
-        box["id"] = entry.id
-        started.set()
-
-    def run() -> None:
-        try:
-            commands.bulk(verb, where, by=by, reason=reason, on_start=on_start)
-        except Exception as error:
-            log.exception("bulk %s failed", verb)
-            box["error"] = error
-            if "id" in box:
-                runs.failures[box["id"]] = f"{type(error).__name__}: {error}"
-            started.set()
-
-    thread = threading.Thread(target=run, name=f"stepwise-bulk-{verb}", daemon=True)
-    thread.start()
-    if not started.wait(timeout=60):
-        raise ServiceUnavailable(
-            description=f"The bulk {verb} is still counting the matching actions after a minute: "
-            "see its progress on the audit page."
-        )
-    if "id" not in box:
-        raise InternalServerError(description=f"The bulk {verb} could not start: {box.get('error')}")
-    runs.threads[box["id"]] = thread
-    return int(box["id"])
-
-
-def wait_for_bulk(app: Flask, entry_id: int, timeout: float = 60.0) -> bool:
-    """Wait until the bulk command of ``entry_id`` that ``app`` started has finished (tests,
-    and a clean shutdown). True when it has."""
-    runs = bulk_runs(app)
-    thread = runs.threads.get(entry_id)
-    if thread is None:
-        return True
-    thread.join(timeout)
-    if thread.is_alive():
-        return False
-    runs.threads.pop(entry_id, None)
-    return True
+    """Record the bulk command and hand it to the workers (``engine.bulk_work``): durable
+    engine work, with its progress in the database, not a thread of this web process."""
+    return bulk_work.start(verb, where, by=by, reason=reason)

@@ -21,8 +21,10 @@ from engine.models import Action
 from .. import catalog, users
 from ..auth import current_user, requires
 from ..database import db
+from ..overview_chart import WINDOWS
 from ..views import command_response, render
 from .lanes import links
+from .overview import TILE_WINDOWS, definition_stats
 
 bp = Blueprint("catalog", __name__, url_prefix="/catalog")
 bp.context_processor(links)
@@ -47,6 +49,27 @@ def start_form(actor_type: str = "", name: str = "", **values: str) -> dict[str,
     }
 
 
+#: The window of the runs per definition unless the URL names one.
+RUNS_WINDOW = "24h"
+
+
+def runs(actor_type: str | None = None, name: str | None = None) -> dict[str, Any]:
+    """Runs per definition in the window (``?window=1h|24h|7d``), shared with the overview's
+    cache; only those of one definition when ``name`` is given."""
+    key = request.args.get("window", "")
+    window = WINDOWS[key if key in TILE_WINDOWS else RUNS_WINDOW]
+    (stats, sample_full), at = definition_stats(window)
+    if name is not None:
+        stats = [s for s in stats if s.actor_type == actor_type and s.name == name]
+    return {
+        "stats": stats,
+        "stats_sample_full": sample_full,
+        "stats_at": at,
+        "window": window,
+        "tile_windows": [WINDOWS[k] for k in TILE_WINDOWS],
+    }
+
+
 @bp.get("/")
 def index() -> Response:
     """Every registered definition, grouped by actor type, each drawn as a diagram."""
@@ -54,7 +77,7 @@ def index() -> Response:
     groups: dict[str, list[catalog.Shape]] = {}
     for shape in shapes:
         groups.setdefault(shape.actor_type, []).append(shape)
-    return render("catalog/index.html", groups=groups, count=len(shapes), **start_form())
+    return render("catalog/index.html", groups=groups, count=len(shapes), **start_form(), **runs())
 
 
 @bp.get("/<actor_type>/<name>")
@@ -74,6 +97,7 @@ def show(actor_type: str, name: str) -> Response:
         shape=catalog.shape(definition),
         latest=latest,
         **start_form(actor_type, name),
+        **runs(actor_type, name),
     )
 
 

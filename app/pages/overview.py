@@ -1,8 +1,11 @@
-"""Overview: counts by status, throughput and failures over time (an inline SVG chart), the
-oldest pending action per lane, and the actions that look stuck.
+"""Overview: first what needs a person (approvals and outbound actions waiting, with
+Approve and Reject at hand; failed trees awaiting a decision; actions that look stuck), then
+live counts beside what completed in a chosen window, runs per definition, throughput and
+failures over time (an inline SVG chart) and the oldest pending action per lane.
 
-The counts are capped (``app.queries``) and computed per request. The other figures read
-more, so each is computed at most once per ``TTL`` in this process and shared by every
+Live figures are capped counts (``app.queries``) computed per request, so an approval that
+has waited ten seconds is already listed. The window's figures read more, so each is
+computed at most once per ``TTL`` (or its window's) in this process and shared by every
 request and every polling tab (the fragments poll only while the tab is visible).
 """
 
@@ -10,19 +13,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from flask import Blueprint, current_app, request
+from flask import Blueprint, abort, current_app, request, url_for
 from werkzeug.wrappers import Response
 
-from engine import clock, status
+from engine import clock, commands, history, status
+from engine.commands import CommandResult
 
-from .. import queries
-from .. import queries_actions as q
+from .. import queries, queries_actions, users
+from .. import queries_overview as q
+from ..auth import current_user, requires
 from ..database import db
-from ..views import render
+from ..overview_chart import CHART_STATUSES, DEFAULT_WINDOW, WINDOWS, Window, draw
+from ..views import command_response, render
 
 bp = Blueprint("overview", __name__)
 
@@ -36,39 +41,16 @@ TTL = {
     "usual": timedelta(minutes=5),
 }
 
-#: Statuses drawn in the chart, bottom to top (every completion: pending and performing
-#: actions have no completed_at).
-CHART_STATUSES = (status.SUCCEEDED, status.FAILED, status.TIMED_OUT, status.CANCELLED, status.SUPERSEDED)
-FAILURES = (status.FAILED, status.TIMED_OUT)
-
-
-@dataclass(frozen=True)
-class Window:
-    key: str
-    label: str
-    buckets: int
-    seconds: int
-    per: str
-    #: How long its figures are reused, and how often the chart polls: a week of 6-hour
-    #: bars reads far more rows than an hour and moves far less.
-    ttl: timedelta = timedelta(seconds=30)
-    poll: str = "30s"
-
-    @property
-    def span(self) -> timedelta:
-        return timedelta(seconds=self.buckets * self.seconds)
-
-
-WINDOWS = {
-    w.key: w
-    for w in (
-        Window("1h", "Last hour", 60, 60, "minute"),
-        Window("6h", "Last 6 hours", 72, 300, "5 minutes", timedelta(minutes=1), "60s"),
-        Window("24h", "Last 24 hours", 24, 3600, "hour", timedelta(minutes=2), "60s"),
-        Window("7d", "Last 7 days", 28, 6 * 3600, "6 hours", timedelta(minutes=10), "60s"),
-    )
-}
-DEFAULT_WINDOW = "1h"
+#: The windows the tiles and the runs per definition offer.
+TILE_WINDOWS = ("1h", "24h", "7d")
+#: Statuses counted live (what is in flight now), and completed in the window.
+LIVE_STATUSES = (status.PENDING, status.PERFORMING)
+COMPLETED_STATUSES = CHART_STATUSES
+#: Approvals listed with their forms, and failed trees listed, in "Needs attention".
+WAITING_SHOWN = 10
+FAILED_SHOWN = 5
+#: The longest note an operator may give with an approval (the action page's limit).
+MAX_NOTE = 2000
 
 
 # --- an in-process cache per app ----------------------------------------------------------------
@@ -111,21 +93,83 @@ def cache() -> Cache:
 
 @bp.get("/")
 def index() -> Response:
-    return render(
-        "overview/index.html",
-        "overview/_counts.html",
+    stuck = stuck_context()
+    # The panels share some names (the window, the count of waiting approvals): one context.
+    context = {
+        **attention_context(stuck),
         **counts(),
         **chart_context(),
         **waiting_context(),
-        **stuck_context(),
-        scan=q.SCAN,
-    )
+        **stuck,
+        **stats_context(),
+        "scan": q.SCAN,
+    }
+    return render("overview/index.html", "overview/_counts.html", **context)
 
 
 @bp.get("/overview/counts")
 def counts_fragment() -> Response:
     """The counts alone: the fragment polls this while the tab is visible."""
     return render("overview/_counts.html", **counts())
+
+
+@bp.get("/overview/attention")
+def attention_fragment() -> Response:
+    """What needs a person, alone: it polls this while the tab is visible."""
+    stuck = stuck_context()
+    return render("overview/_attention.html", **attention_context(stuck), **stuck)
+
+
+@bp.get("/overview/runs")
+def stats_fragment() -> Response:
+    """Runs per definition in the window alone (the window links ask for it)."""
+    return render("overview/_runs.html", **stats_context())
+
+
+@bp.post("/overview/approve/<int:action_id>")
+@requires(users.OPERATOR)
+def approve(action_id: int) -> Response:
+    """Approve a waiting outbound action from the overview: ``engine.commands.approve``,
+    audited as on the action page; answered with the refreshed "Needs attention"."""
+    result = decide(commands.approve, action_id)
+    return decided(action_id, result, f"Action {action_id} was approved: it succeeded.")
+
+
+@bp.post("/overview/reject/<int:action_id>")
+@requires(users.OPERATOR)
+def reject(action_id: int) -> Response:
+    """Reject a waiting outbound action from the overview (it fails)."""
+    result = decide(commands.reject, action_id)
+    return decided(action_id, result, f"Action {action_id} was rejected: it failed.")
+
+
+def decide(command: Callable[..., CommandResult], action_id: int) -> CommandResult:
+    note = (request.form.get("note") or "").strip() or None
+    if note is not None and len(note) > MAX_NOTE:
+        abort(400, description=f"The note is at most {MAX_NOTE:,} characters, so nothing was changed.")
+    user = current_user()
+    return command(action_id, by=user.name if user else None, note=note, cause=history.OPERATOR)
+
+
+def decided(action_id: int, result: CommandResult, done: str) -> Response:
+    if result.reason == "not_found":
+        abort(404, description=f"There is no action {action_id}, so nothing was changed.")
+    if result:
+        message = done
+    elif result.reason == "not_outbound":
+        message = f"Action {action_id} is not outbound: it completes on its own. Nothing was changed."
+    else:
+        message = f"Action {action_id} is already completed: nothing was changed."
+    db.session.expire_all()
+    stuck = stuck_context()
+    return command_response(
+        message,
+        ok=bool(result),
+        fragment="overview/_attention.html",
+        redirect_to=url_for("overview.index"),
+        **attention_context(stuck),
+        **stuck,
+    )
 
 
 @bp.get("/overview/throughput")
@@ -145,119 +189,81 @@ def stuck_fragment() -> Response:
 
 
 def counts() -> dict[str, Any]:
+    """Live counts (capped, per request) and the completions of the window (its chart's
+    figures, shared with the chart's cache)."""
     session: Any = db.session
+    window = chart_window()
+    chart = chart_context(window)["chart"]
+    succeeded = chart.totals.get(status.SUCCEEDED, 0)
+    ran = succeeded + chart.failures
     return {
-        "counts": queries.status_counts(session),
+        "live": {state: queries.status_count(session, state) for state in LIVE_STATUSES},
+        "waiting_count": q.waiting_count(session),
+        "completed": {state: chart.totals.get(state, 0) for state in COMPLETED_STATUSES},
+        "success_rate": succeeded / ran if ran else None,
+        "completed_at": chart.computed_at,
+        "window": window,
+        "tile_windows": [WINDOWS[key] for key in TILE_WINDOWS],
         "lanes": queries.lane_count(session),
         "achievements": queries.achievement_count(session),
     }
 
 
-# --- the chart -----------------------------------------------------------------------------------
+# --- needs attention -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Segment:
-    status: str
-    count: int
-    y: float
-    height: float
+def attention_context(stuck: dict[str, Any]) -> dict[str, Any]:
+    """What a person must act on, read per request (nothing here is cached but the stuck
+    actions, which share their panel's 15 s): an approval listed at once."""
+    session: Any = db.session
+    waiting, waiting_total = q.waiting_for_people(session, limit=WAITING_SHOWN)
+    failed, failed_count = q.failed_roots(session, limit=FAILED_SHOWN)
+    user = current_user()
+    return {
+        "waiting": waiting,
+        "waiting_total": waiting_total,
+        "failed": failed,
+        "failed_count": failed_count,
+        "causes": queries_actions.causes(session, failed),
+        "stuck_ids": ",".join(str(item.action.id) for item in stuck["stuck"]),
+        "can_command": user is not None and user.can(users.OPERATOR),
+        "now": clock.now(),
+    }
 
 
-@dataclass(frozen=True)
-class Bar:
-    x: float
-    bucket: q.Bucket
-    segments: list[Segment]
-    #: "12:05 to 12:06 UTC", and the bar's tooltip: the span and its counts.
-    span: str
-    title: str
+# --- runs per definition ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Chart:
-    window: Window
-    buckets: list[q.Bucket]
-    bars: list[Bar]
-    peak: int
-    totals: dict[str, int]
-    computed_at: datetime
-    #: Labels under the chart: its start, its middle and its end.
-    axis: tuple[str, str, str] = ("", "", "")
-    width: int = 0
-    height: int = 0
-    statuses: tuple[str, ...] = field(default=CHART_STATUSES)
+def definition_stats(window: Window) -> tuple[tuple[list[q.DefinitionStats], bool], datetime]:
+    """Runs per definition in ``window``, computed at most once per the window's TTL (the
+    catalog shares it)."""
 
-    @property
-    def total(self) -> int:
-        return sum(self.totals.values())
+    def compute() -> tuple[list[q.DefinitionStats], bool]:
+        session: Any = db.session
+        return q.definition_stats(session, clock.now() - window.span)
 
-    @property
-    def failures(self) -> int:
-        return sum(self.totals.get(s, 0) for s in FAILURES)
-
-    @property
-    def failure_rate(self) -> float | None:
-        """Failed or timed out among the completions that ran to an end (not cancelled or
-        superseded), as a fraction."""
-        ran = self.totals.get(status.SUCCEEDED, 0) + self.failures
-        return self.failures / ran if ran else None
-
-    @property
-    def busy(self) -> list[Bar]:
-        """The bars of buckets with completions, newest first (the chart as a table)."""
-        return [bar for bar in reversed(self.bars) if bar.bucket.total]
+    return cache().get(("stats", window.key), window.ttl, compute)
 
 
-#: The chart's drawing box: one slot per bucket.
-SLOT = 10
-BAR = 8
-HEIGHT = 120
-
-
-def time_label(value: datetime, window: Window) -> str:
-    return value.strftime("%m-%d %H:%M" if window.seconds >= 3600 * 6 else "%H:%M")
-
-
-def draw(window: Window, buckets: list[q.Bucket], computed_at: datetime) -> Chart:
-    peak = max((b.total for b in buckets), default=0)
-    scale = HEIGHT / peak if peak else 0.0
-    bars = []
-    for i, bucket in enumerate(buckets):
-        segments = []
-        top = float(HEIGHT)
-        for state in CHART_STATUSES:
-            n = bucket.counts.get(state, 0)
-            if n:
-                h = max(n * scale, 1.0)
-                top -= h
-                segments.append(Segment(state, n, round(top, 2), round(h, 2)))
-        span = f"{time_label(bucket.start, window)} to {time_label(bucket.end, window)} UTC"
-        described = ", ".join(f"{s.count} {s.status.replace('_', ' ')}" for s in segments)
-        described = described or "nothing completed"
-        bars.append(Bar(i * SLOT + (SLOT - BAR) / 2, bucket, segments, span, f"{span}: {described}"))
-    totals: dict[str, int] = {}
-    for bucket in buckets:
-        for state, n in bucket.counts.items():
-            totals[state] = totals.get(state, 0) + n
-    axis = (
-        (
-            time_label(buckets[0].start, window),
-            time_label(buckets[len(buckets) // 2].start, window),
-            time_label(buckets[-1].end, window),
-        )
-        if buckets
-        else ("", "", "")
-    )
-    return Chart(window, buckets, bars, peak, totals, computed_at, axis, len(buckets) * SLOT, HEIGHT)
+def stats_context() -> dict[str, Any]:
+    window = chart_window()
+    (stats, sample_full), at = definition_stats(window)
+    return {
+        "stats": stats,
+        "stats_sample_full": sample_full,
+        "stats_at": at,
+        "scan": q.SCAN,
+        "window": window,
+        "tile_windows": [WINDOWS[key] for key in TILE_WINDOWS],
+    }
 
 
 def chart_window() -> Window:
     return WINDOWS.get(request.args.get("window", ""), WINDOWS[DEFAULT_WINDOW])
 
 
-def chart_context() -> dict[str, Any]:
-    window = chart_window()
+def chart_context(window: Window | None = None) -> dict[str, Any]:
+    window = window or chart_window()
 
     def compute() -> list[q.Bucket]:
         session: Any = db.session

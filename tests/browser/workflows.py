@@ -21,6 +21,9 @@ and the tests seed its database before it starts, in a separate process:
   approval lets it pay out, and the lane moves on to the third. Another customer's refund
   waits for its approval too (for the screenshots, which run after the walk-through).
 - ``Refund.reconcile`` has a timeout shorter than its step's wait: seeded timed out.
+- For the operator's day (tests/browser/test_operators_day.py): two more forecasts seeded to
+  fail ("alpine", "coast"), whose failing leaves are retried as a selection, and a refund of
+  customer "hopper" whose approval is decided from the overview.
 
 These models have their own declarative base: the seeding process makes their tables.
 """
@@ -192,6 +195,15 @@ def seed(url: str) -> dict[str, Any]:
         testing.drain()
         timed_out = root(late, "reconcile")
 
+        selected_roots, selected_leaves = [], []
+        for region in ("alpine", "coast"):
+            forecast = Forecast(region=region, week="2025-W11")
+            selected_roots.append(start(forecast, "publish", online=False))
+            selected_leaves.append(root(forecast, "open_connection"))
+        hopper = Refund(customer="hopper", amount_cents=2500)
+        overview_refund = start(hopper, "process")
+        overview_approval = root(hopper, "manager_approval")
+
     return {
         "published": published,
         "failed": failed,
@@ -204,6 +216,10 @@ def seed(url: str) -> dict[str, Any]:
         "other_approval": other_approval,
         "timed_out": timed_out,
         "lane": "refunds/ada",
+        "selected_roots": selected_roots,
+        "selected_leaves": selected_leaves,
+        "overview_refund": overview_refund,
+        "overview_approval": overview_approval,
     }
 
 

@@ -14,7 +14,7 @@ from datetime import timedelta
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_actions
+from app import queries_overview
 from engine import testing
 from tests.domain import Car
 from tests.studio.support import HTMX, StudioClient
@@ -123,8 +123,8 @@ def test_the_query_reads_a_bounded_sample_of_the_oldest_pending_actions(session:
     the result says the counts are lower bounds."""
     given_two_busy_lanes(session, car)
 
-    everything, everything_full = queries_actions.oldest_pending_by_lane(session)
-    first, first_full = queries_actions.oldest_pending_by_lane(session, scan=1)
+    everything, everything_full = queries_overview.oldest_pending_by_lane(session)
+    first, first_full = queries_overview.oldest_pending_by_lane(session, scan=1)
 
     assert [w.concurrency_key for w in everything] == ["Car/maintenance", "Car/wash"]
     assert not everything_full

@@ -204,10 +204,12 @@ def test_the_panel_polls_and_a_tick_within_fifteen_seconds_reads_nothing_again(
 
 
 def test_the_counts_are_read_on_every_tick(viewer_client: StudioClient, session: Session, car: Car) -> None:
-    """The counts are capped, so cheap: unlike the other panels, they are never stale."""
+    """The live counts are capped, so cheap: unlike the other panels, they are never stale."""
+    engine.define(Car, "paint", order_paint, outbound=True)
     viewer_client.get("/overview/counts", headers=HTMX)
-    engine.now(car, "drive", 5)
+    engine.now(car, "paint", "red")
 
     fragment = viewer_client.get("/overview/counts", headers=HTMX)
 
-    assert 'data-status="succeeded" data-count="1"' in fragment.text
+    assert 'data-status="performing" data-count="1"' in fragment.text
+    assert 'data-live="waiting" data-count="1"' in fragment.text
