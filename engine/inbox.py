@@ -209,6 +209,34 @@ def _consume(session: Session, signal: Signal, wait: Invocation) -> None:
     conclude(session, row[0], True)
 
 
+def unmatched(session: Session, before: datetime, limit: int) -> list[int]:
+    """Actions with a signal older than ``before`` still in the inbox while a wait older
+    than ``before`` waits for its name: their match message was lost (the sweeper sends it
+    again)."""
+    waits: dict[int, set[str]] = {}
+    for names, action_id in session.execute(
+        select(Invocation.arguments_json, Step.action_id)
+        .join(Step, Step.id == Invocation.parent_step_id)
+        .where(
+            Invocation.kind == "wait",
+            Invocation.name == SIGNAL_WAIT,
+            Invocation.concluded_at.is_(None),
+            Invocation.created_at < before,
+        )
+        .order_by(Invocation.id)
+        .limit(limit)
+    ):
+        waits.setdefault(action_id, set()).update(names or [])
+    if not waits:
+        return []
+    pending = session.execute(
+        select(Signal.action_id, Signal.name).where(
+            Signal.consumed_at.is_(None), Signal.created_at < before, Signal.action_id.in_(sorted(waits))
+        )
+    )
+    return sorted({action_id for action_id, name in pending if name in waits[action_id]})
+
+
 def match_after_commit(action_id: int) -> list[int]:
     """Match again in a transaction of its own (the ``MATCH_SIGNALS`` job): the steps it made
     ready."""

@@ -32,7 +32,7 @@ import dramatiq
 from sqlalchemy import ColumnElement, and_, literal_column, or_, select
 from sqlalchemy.orm import Session
 
-from . import broker, clock, db, history, registry, stalled, status
+from . import broker, bulk_work, clock, db, history, inbox, registry, stalled, status
 from .action import Action
 from .errors import Stalled
 from .invocation import Invocation
@@ -68,18 +68,20 @@ class SweepReport:
     perform_step: int = 0
     job: int = 0
     complete: int = 0
+    signals: int = 0
+    bulk_runs: int = 0
     gave_up: int = 0
 
     @property
     def total(self) -> int:
         sent = self.admit + self.wait_over + self.timeout + self.perform_step + self.job + self.complete
-        return sent + self.gave_up
+        return sent + self.signals + self.bulk_runs + self.gave_up
 
     def __str__(self) -> str:
         return (
             f"sent again: {self.admit} admissions, {self.wait_over} waits, {self.timeout} timeouts, "
-            f"{self.perform_step} steps, {self.job} jobs, {self.complete} completions; "
-            f"gave up on {self.gave_up}"
+            f"{self.perform_step} steps, {self.job} jobs, {self.complete} completions, "
+            f"{self.signals} signal matches, {self.bulk_runs} bulk runs; gave up on {self.gave_up}"
         )
 
 
@@ -102,6 +104,9 @@ def sweep(
         _steps(state)
         _jobs(state)
         _completions(state)
+        for action_id in inbox.unmatched(session, state.cutoff, limit):  # a lost match message
+            broker.enqueue(session, broker.MATCH_SIGNALS, action_id)
+            state.report.signals += 1
         return state
 
     state = db.retrying(session, work)
@@ -113,6 +118,7 @@ def sweep(
         except Exception:
             log.exception("stepwise: the sweeper could not give up on stalled work")
     dispatch_ready(session)
+    state.report.bulk_runs = len(bulk_work.resend_stale(session))
     if state.report.total:
         log.warning("sweeper %s", state.report)
     return state.report

@@ -8,12 +8,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import dramatiq
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 import engine
-from engine import testing
+from engine import sweeper, testing
 from engine.errors import SignalRefused
 from engine.models import Action, ActionEvent, Signal
 from tests.domain import Car
@@ -322,3 +323,46 @@ def test_an_approval_step_branches_on_the_operators_answer(session: Session, car
     session.refresh(action)
     assert taken == ["closed"]
     assert engine.result_of(action) == "closed"
+
+
+def test_the_sweeper_matches_a_signal_whose_match_message_was_lost(session: Session, car: Car) -> None:
+    # Given a signal kept in the inbox before its wait existed, and the wait's match
+    # message lost (the broker dropped it)
+    testing.freeze()
+    seen: Seen = []
+    flow = engine.define(Car, "flow")
+
+    @flow.step
+    def first(car: Car, step: engine.StepContext) -> None:
+        step.wait(1)
+
+    @flow.step
+    def hold(car: Car, step: engine.StepContext) -> None:
+        step.wait_for("go")
+
+    @flow.step
+    def after(car: Car, step: engine.StepContext) -> None:
+        seen.append({"name": step.signal.name if step.signal else None})
+
+    invocation = engine.later(car, "flow")
+    session.commit()
+    testing.drain()  # its first step waits a second
+    session.refresh(invocation)
+    action = session.get(Action, invocation.action_id)
+    assert action is not None
+    engine.signal(action, "go")
+    testing.travel(timedelta(seconds=2))
+    testing.drain(only=lambda item: item.job != "stepwise.match_signals")
+    dramatiq.get_broker().flush_all()
+    assert inbox(session, action) == [("go", False)]
+
+    # When the sweeper runs past its grace
+    testing.travel(timedelta(minutes=5))
+    with engine.new_session() as sweeping:
+        report = sweeper.sweep(sweeping)
+    testing.drain()
+
+    # Then it sent the match again, and the waiting step took the signal
+    assert report.signals == 1
+    assert seen == [{"name": "go"}]
+    assert inbox(session, action) == [("go", True)]
