@@ -102,7 +102,9 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
     if steps > action.current_step_index + 1:
         action.current_step_index += 1
         action.store_arguments()
-        open_step(session, action)
+        # After a loop back (a decision), the next step may have run before: a new visit.
+        visits = session.scalar(_VISITS, {"action_id": action.id, "index": action.current_step_index}) or 0
+        open_step(session, action, visit=visits + 1)
     else:
         history.record(session, action, "awaiting_completion")
 

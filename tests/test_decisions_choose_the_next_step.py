@@ -207,3 +207,27 @@ def test_going_to_a_step_that_does_not_exist_fails_the_body_naming_the_steps(
     session.refresh(action)
     assert action.status == "failed"
     assert "has no step 'secnod'; its steps are first, second" in (action.error_message or "")
+
+
+def test_a_loop_back_to_an_earlier_step_runs_the_steps_after_it_again(session: Session, car: Car) -> None:
+    # Given a wash that rinses, then inspects, and goes back to rinsing until clean
+    runs: list[tuple[str, int]] = []
+    wash = engine.define(Car, "wash")
+
+    @wash.step
+    def rinse(car: Car, step: engine.StepContext) -> None:
+        runs.append(("rinse", step.step.visit))
+
+    @wash.step
+    def inspect(car: Car, step: engine.StepContext) -> None:
+        runs.append(("inspect", step.step.visit))
+        if step.step.visit < 3:
+            step.go_to("rinse")
+
+    # When it runs
+    action = engine.now(car, "wash")
+
+    # Then each pass ran both steps, each visit its own row
+    session.refresh(action)
+    assert action.status == "succeeded"
+    assert runs == [("rinse", 1), ("inspect", 1), ("rinse", 2), ("inspect", 2), ("rinse", 3), ("inspect", 3)]
