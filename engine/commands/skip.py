@@ -11,6 +11,8 @@ history says it was skipped, and no achievement is granted for work that was not
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -72,7 +74,7 @@ def unsuccessful_child(session: Session, action: Action) -> int | None:
 
 
 def skip_leaf(session: Session, action: Action, *, cause: str, by: str | None, note: str | None) -> None:
-    data = {"note": note} if note else {}
+    data: dict[str, Any] = {"note": note} if note else {}
     history.record(session, action, "skipped", cause=cause, by=by, was=action.status, **data)
     # Waiters first: a reopened parent step must be waiting on the leaf when it concludes.
     reopen_up(session, action, cause=cause, by=by)
