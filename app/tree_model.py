@@ -232,7 +232,10 @@ class Tree:
                 break
             current = child
         leaf = actions[-1]
-        if invocation is None and not leaf.failing and not (steps[-1] and steps[-1].failing):
+        # A skipped leaf succeeded with its failed step: nothing is failing any more.
+        if invocation is None and (
+            leaf.status == status.SUCCEEDED or (not leaf.failing and not (steps[-1] and steps[-1].failing))
+        ):
             return None
         return FailurePath(actions, steps, invocation)
 

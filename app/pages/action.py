@@ -1,6 +1,6 @@
 """The action page: one action in its whole tree. The live tree with its failure path, the
 timeline of its steps and children, its history, arguments, result and errors; and the
-operator's commands on it (cancel, retry, retry with a new timeout, approve, reject).
+operator's commands on it (cancel, retry, retry with a new timeout, skip, approve, reject).
 
 The page is a static head, the commands (``action/_commands.html``) and a live fragment
 (``action/_live.html``) that polls itself while anything in the tree is pending or
@@ -25,6 +25,7 @@ from werkzeug.wrappers import Response
 
 from engine import clock, commands, history, status
 from engine.commands import CommandResult
+from engine.commands.skip import SKIPPABLE
 from engine.models import Action
 
 from .. import queries_timeline, queries_tree, tree_model, users
@@ -129,10 +130,21 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         "cancellable": action.status in status.INCOMPLETE,
         "retryable": action.status in status.RETRYABLE,
         "approvable": action.outbound and action.status in status.INCOMPLETE,
+        "skippable": skippable(tree, node),
+        "leaf_skippable": path is not None and path.invocation is None and skippable(tree, path.leaf),
         "now": now,
         "commands_oob": False,
         "live_oob": False,
     }
+
+
+def skippable(tree: tree_model.Tree, node: tree_model.Node) -> bool:
+    """A failed leaf: it failed by itself, every action below it succeeded."""
+    return (
+        node.status in SKIPPABLE
+        and not node.foreign
+        and all(tree.nodes[c].status == status.SUCCEEDED for s in node.steps for c in s.children)
+    )
 
 
 def pretty(value: Any) -> str:
@@ -177,6 +189,18 @@ def retry(action_id: int) -> Response:
     return answer(action_id, result, done + ".")
 
 
+@bp.post("/actions/<int:action_id>/skip")
+@requires(users.OPERATOR)
+def skip(action_id: int) -> Response:
+    """Complete a failed leaf as succeeded, with a note: its parents carry on. ``page``: the
+    action whose page the form is on (the failure path offers to skip its leaf)."""
+    note = _text(request.form.get("note"))
+    shown = _int(request.form.get("page")) or action_id
+    result = commands.skip(action_id, by=operator(), note=note, cause=history.OPERATOR)
+    done = f"Action {action_id} was skipped: it succeeded, and the work waiting on it carries on."
+    return answer(action_id, result, done, page_id=shown)
+
+
 @bp.post("/actions/<int:action_id>/approve")
 @requires(users.OPERATOR)
 def approve(action_id: int) -> Response:
@@ -200,21 +224,22 @@ def complete_outbound(command: Callable[..., CommandResult], action_id: int) -> 
     return command(action_id, by=operator(), note=note, payload=payload, cause=history.OPERATOR)
 
 
-def answer(action_id: int, result: CommandResult, done: str) -> Response:
-    """The command's message, with the commands and the live fragment (htmx) or a
-    redirect back to the page."""
+def answer(action_id: int, result: CommandResult, done: str, page_id: int | None = None) -> Response:
+    """The command's message, with the commands and the live fragment of the page it was
+    sent from (htmx; ``page_id``, by default the action's own) or a redirect back to it."""
     if result.reason == "not_found":
         abort(404, description=f"There is no action {action_id}, so nothing was changed.")
     session = db.session
     session.expire_all()
     message = done if result else refusal(action_id, result)
-    context = page(action_id, {}) if is_htmx() else {}
+    shown = page_id if page_id is not None else action_id
+    context = page(shown, {}) if is_htmx() else {}
     context["live_oob"] = True
     return command_response(
         message,
         ok=bool(result),
         fragment="action/_command_answer.html",
-        redirect_to=url_for("action.show", action_id=action_id),
+        redirect_to=url_for("action.show", action_id=shown),
         **context,
     )
 
@@ -228,6 +253,16 @@ def refusal(action_id: int, result: CommandResult) -> str:
         return (
             f"Action {action_id} is {shown}: only a failed, timed-out or cancelled action can be "
             "retried. Nothing was changed."
+        )
+    if result.reason == "not_failed":
+        return (
+            f"Action {action_id} is {shown}: only a failed or timed-out action can be skipped. "
+            "Nothing was changed."
+        )
+    if result.reason == "not_a_leaf":
+        return (
+            f"Action {action_id} failed because action {result.action_id} below it failed: skip "
+            f"that one (or retry this one). Nothing was changed."
         )
     if result.reason == "not_outbound":
         return (
