@@ -25,7 +25,7 @@ class Declared:
     """What the definition of an action says of its shape: the name of each step (prepended
     steps first) and the names of the parameters its arguments bind to."""
 
-    steps: tuple[str, ...]
+    steps: tuple[str | None, ...]
     parameters: tuple[str, ...]
     #: The name of a ``*args`` parameter that takes the rest, if any.
     rest: str | None = None
@@ -59,14 +59,21 @@ def declared(actor_type: str, name: str) -> Declared | None:
     if definition is None:
         return _declared(None, (name,), method) if callable(method) else None
     fns = [*definition.prepended, *definition.steps]
-    names = tuple(getattr(fn, "__name__", None) or callable_name(fn) for fn in fns)
+    names = tuple(step_name(fn) for fn in fns)
     if not definition.steps:
-        names += (f"job {getattr(definition.job, 'actor_name', 'job')}" if definition.job else name,)
+        job = getattr(definition.job, "actor_name", None) if definition.job is not None else None
+        names += (f"job {job}" if job else step_name(definition.method) or name,)
     body = (definition.steps or definition.prepended or [None])[0]
     return _declared(body, names, definition.method or method)
 
 
-def _declared(step_fn: Any, names: tuple[str, ...], method: Any) -> Declared:
+def step_name(fn: Any) -> str | None:
+    """A step function's name; None for a lambda (it has none)."""
+    name = getattr(fn, "__name__", None)
+    return None if name is None or name == "<lambda>" else str(name)
+
+
+def _declared(step_fn: Any, names: tuple[str | None, ...], method: Any) -> Declared:
     """Parameters: a step's after (actor, step), else the method's after self."""
     fn, skip = (step_fn, 2) if step_fn is not None else (method, 1)
     if not callable(fn):
@@ -76,9 +83,7 @@ def _declared(step_fn: Any, names: tuple[str, ...], method: Any) -> Declared:
     except (TypeError, ValueError):
         return Declared(names, ())
     params = list(signature.parameters.values())[skip:]
-    positional = tuple(
-        p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    )
+    positional = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
     rest = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
     return Declared(names, positional, rest)
 

@@ -28,7 +28,7 @@ from engine.commands import CommandResult
 from engine.commands.skip import SKIPPABLE
 from engine.models import Action
 
-from .. import queries_timeline, queries_tree, tree_model, users
+from .. import queries_timeline, queries_tree, step_source, tree_graph, tree_model, users
 from ..auth import current_user, requires
 from ..database import db
 from ..views import command_response, is_htmx, render
@@ -38,7 +38,12 @@ bp = Blueprint("action", __name__)
 #: The longest timeout an operator may give in the studio (a typo guard: 30 days).
 MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
 #: Views whose arguments the live fragment's URL carries along.
-LIVE_PARAMS = ("expand", "history", "before")
+LIVE_PARAMS = ("expand", "history", "before", "view")
+#: How the tree is shown: the nested list, the graph, or both side by side (the default
+#: for a tree of up to tree_model.SMALL_TREE actions; a bigger one opens with the list).
+VIEWS = ("list", "graph", "both")
+#: The largest id the database stores (BIGINT): a bigger one names no action.
+MAX_ID = 2**63 - 1
 #: JSON's names of the values that are not objects.
 JSON_TYPES: dict[type, str] = {
     list: "an array",
@@ -74,7 +79,7 @@ def live(action_id: int) -> Response:
 def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str, Any]:
     """Everything the page shows, read in a bounded number of queries."""
     session = db.session
-    action = session.get(Action, action_id)
+    action = session.get(Action, action_id) if 0 < action_id <= MAX_ID else None
     if action is None:
         abort(
             404,
@@ -89,6 +94,9 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
     expand = args.get("expand") == "all"
     whole_tree = args.get("history") == "tree"
     before = _int(args.get("before"))
+    view = args.get("view") or ("both" if len(tree) <= tree_model.SMALL_TREE else "list")
+    if view not in VIEWS:
+        abort(400, description=f"The view must be one of {', '.join(VIEWS)}, not {view!r}.")
     events, older = queries_timeline.history(
         session, action_id=action.id, tree_id=action.tree_id, whole_tree=whole_tree, before=before
     )
@@ -97,11 +105,18 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         leaf_traceback = session.scalar(select(Action.error_traceback).where(Action.id == path.leaf.id))
     params: dict[str, Any] = {k: v for k in LIVE_PARAMS if (v := args.get(k))}
     now = clock.now()
+    names = step_names(tree)
+    errors, runs = queries_timeline.errors_and_runs(session, action.id, node.steps)
+    shape = step_source.declared(action.actor_type, action.name)
+    arguments = list(action.arguments_json or [])
     return {
         "action": action,
         "node": node,
         "tree": tree,
-        "rows": tree.rows(expand=expand, keep_open=frozenset(keep_open)),
+        "view": view,
+        "view_param": args.get("view"),
+        "rows": tree.rows(expand=expand, keep_open=frozenset(keep_open)) if view != "graph" else [],
+        "graph": tree_graph.layout(tree, path, action.id, names) if view != "list" else None,
         "expand": expand,
         "path": path,
         "path_steps": {s.id for s in path.steps if s is not None} if path is not None else set(),
@@ -112,20 +127,35 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         "replaced": sorted(
             (n for n in tree.nodes.values() if n.superseded_by_id == action.id), key=lambda n: n.id
         ),
-        "timeline": queries_timeline.timeline(tree, action.id, now),
-        "errors": queries_timeline.attempt_errors(session, action.id),
+        "timeline": queries_timeline.timeline(tree, action.id, now, step_names=names),
+        "errors": errors,
+        "runs": runs,
         "events": events,
+        "event_actions": queries_timeline.invocation_actions(session, events),
         "older": older,
         "whole_tree": whole_tree,
         "before": before,
-        "step_numbers": {s.id: s.number for s in tree.steps.values()},
+        "step_names": names,
+        # Every step of the tree by id: "step <its declared name>", else "step N".
+        "step_labels": {s.id: f"step {names.get(s.id) or s.number}" for s in tree.steps.values()},
         "arguments": pretty(action.arguments_json),
+        "named_arguments": [
+            (name, pretty(value))
+            for name, value in (
+                shape.named(arguments) if shape else [(f"#{i + 1}", v) for i, v in enumerate(arguments)]
+            )
+        ],
+        "declared": shape,
+        "arguments_json": json.dumps(action.arguments_json, ensure_ascii=False, default=str),
         "result": pretty(action.result) if action.result is not None else None,
         "running": tree.running,
         # Links in the tree: this prefix and an id (url_for a thousand times is slow).
         "href": url_for("action.show", action_id=0)[:-1],
         "failing": tree_model.FAILING,
         "live_url": url_for("action.live", action_id=action.id, commands_for=action.status, **params),
+        "view_url": lambda v: url_for(
+            "action.show", action_id=action.id, **{**params, "view": v, "before": None}
+        ),
         "can_command": (user := current_user()) is not None and user.can(users.OPERATOR),
         "cancellable": action.status in status.INCOMPLETE,
         "retryable": action.status in status.RETRYABLE,
@@ -136,6 +166,23 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         "commands_oob": False,
         "live_oob": False,
     }
+
+
+def step_names(tree: tree_model.Tree) -> dict[int, str]:
+    """Each step of the tree (id) with its name as declared, for the definitions this
+    process knows (one lookup per distinct action name, not per step)."""
+    shapes: dict[tuple[str, str], step_source.Declared | None] = {}
+    names: dict[int, str] = {}
+    for step in tree.steps.values():
+        node = tree.nodes[step.action_id]
+        key = (node.actor_type, node.name)
+        if key not in shapes:
+            shapes[key] = step_source.declared(*key)
+        shape = shapes[key]
+        name = shape.step(step.definition_index) if shape is not None else None
+        if name is not None:
+            names[step.id] = name
+    return names
 
 
 def skippable(tree: tree_model.Tree, node: tree_model.Node) -> bool:
@@ -152,10 +199,12 @@ def pretty(value: Any) -> str:
 
 
 def _int(value: str | None) -> int | None:
+    """A positive id from a URL or a form, or None (nothing, or not one)."""
     try:
-        return int(value) if value else None
+        number = int(value) if value else None
     except ValueError:
         return None
+    return number if number is not None and 0 < number <= MAX_ID else None
 
 
 # --- commands ------------------------------------------------------------------------------

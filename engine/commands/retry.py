@@ -116,7 +116,11 @@ def reopen_down(session: Session, action: Action, *, cause: str, by: str | None)
     step.unsuccessful_actions_count = max(0, step.unsuccessful_actions_count - len(failed))
     step.status = status.STEP_PERFORMING
     step.completed_at = None
-    history.record(session, action, "step_reopened", cause=cause, by=by, step_id=step.id, retried=len(failed))
+    # The attempt of a body that runs again: where the action page's attempts start.
+    again = {} if failed else {"attempt": step.attempt}
+    history.record(
+        session, action, "step_reopened", cause=cause, by=by, step_id=step.id, retried=len(failed), **again
+    )
     session.flush()
 
 

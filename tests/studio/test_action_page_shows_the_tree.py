@@ -76,11 +76,11 @@ def test_the_page_shows_the_whole_tree_from_its_root_with_status_colours(
     step_label = (
         '<li class="ts status-succeeded"><span class="tlabel"><span class="dot" aria-hidden="true"></span>'
     )
-    assert f"{step_label} step 1" in page.text
+    assert f"{step_label} step beep" in page.text  # the errand's step, named as declared
     # A small tree is open all the way down, each branch a <details> that collapses without JS
     assert open_nodes(page.text) == {trip.trip.id, trip.leg.id, trip.errand.id}
     assert f'root <a href="/actions/{trip.trip.id}">#{trip.trip.id} trip</a>' in page.text
-    assert f'step 1 of <a href="/actions/{trip.trip.id}">#{trip.trip.id} trip</a>' in page.text
+    assert f'start of <a href="/actions/{trip.trip.id}">#{trip.trip.id} trip</a>' in page.text
     assert "the tree is finished" in page.text
 
 
@@ -203,7 +203,11 @@ def test_the_page_shows_arguments_steps_and_the_timeline_relative_to_the_roots_s
     # Then the arguments are pretty-printed JSON
     assert '<pre class="json" aria-label="Arguments">[\n  120,\n  [\n    &#34;wheel&#34;,' in page.text
     # The steps table shows the step, its attempt and its child
-    assert re.search(r'<tr id="step-\d+">\s*<td>1 <span class="muted small">current</span></td>', page.text)
+    assert re.search(
+        r'<tr id="step-\d+">\s*<td><span class="step-name">ask</span> <span class="muted small">1</span> '
+        r'<span class="muted small">current</span></td>',
+        page.text,
+    )
     # And the timeline draws the step from 0 % and the approval from 25 % (10 s of 40 s)
     # to the end, hatched where it was pending
     bars = re.findall(r'<span class="gfill" style="left: ([\d.]+)%; width: ([\d.]+)%"></span>', page.text)
@@ -249,7 +253,7 @@ def test_each_attempt_error_is_shown_with_its_traceback_and_the_next_attempt(
         r'<td class="num">3</td>\s*<td>\S+ \S+ <span class="muted small">\(in 20s\)</span></td>', page.text
     )
     assert (
-        '<span class="tmeta">step 1 attempt 3</span> <span class="tmeta">next attempt in 20s</span>'
+        '<span class="tmeta">step send attempt 3</span> <span class="tmeta">next attempt in 20s</span>'
         in page.text
     )
 
