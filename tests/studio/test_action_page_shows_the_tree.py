@@ -363,10 +363,10 @@ def test_the_polling_url_keeps_the_views_options(
 ) -> None:
     root, _ = waiting_order(session, car)
 
-    page = viewer_client.get(f"/actions/{root.id}?expand=all&history=tree")
+    page = viewer_client.get(f"/actions/{root.id}?expand=all&history=tree&view=graph")
 
     assert (
-        f'hx-get="/actions/{root.id}/live?commands_for=performing&amp;expand=all&amp;history=tree"'
+        f'hx-get="/actions/{root.id}/live?commands_for=performing&amp;expand=all&amp;history=tree&amp;view=graph"'
         in page.text
     )
 
