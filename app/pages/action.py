@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from flask import Blueprint, abort, request, url_for
+from flask import Blueprint, abort, redirect, request, url_for
 from sqlalchemy import select
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
@@ -62,6 +62,28 @@ JSON_TYPES: dict[type, str] = {
 def show(action_id: int) -> Response:
     """The whole page, or (htmx) its live fragment."""
     return render("action/show.html", "action/_live.html", **page(action_id, request.args))
+
+
+@bp.get("/actions/jump")
+def jump() -> Response:
+    """The header's "jump to an action" form: ``id`` (``42`` or ``#42``) -> its page."""
+    text = (request.args.get("id") or "").strip()
+    digits = text.removeprefix("#").strip()
+    if not digits.isascii() or not digits.isdigit():
+        abort(
+            400,
+            description=f"Jump to an action by its id, a whole number like 42, not {text[:40]!r}."
+            if text
+            else "Type an action's id (a whole number like 42) to jump to its page.",
+        )
+    action_id = int(digits)
+    if not 0 < action_id <= MAX_ID:
+        abort(400, description=f"An action id is a whole number from 1 to {MAX_ID:,}, not {digits[:40]}.")
+    if db.session.scalar(select(Action.id).where(Action.id == action_id)) is None:
+        abort(
+            404, description=f"There is no action {action_id}: it may have been deleted, or the id is wrong."
+        )
+    return redirect(url_for("action.show", action_id=action_id), code=303)
 
 
 @bp.get("/actions/<int:action_id>/live")
@@ -210,6 +232,12 @@ def _int(value: str | None) -> int | None:
 # --- commands ------------------------------------------------------------------------------
 
 
+def in_range(action_id: int) -> None:
+    """A 404 for an id no action can have (the database would refuse it, with a 500)."""
+    if not 0 < action_id <= MAX_ID:
+        abort(404, description=f"There is no action {action_id}, so nothing was changed.")
+
+
 def operator() -> str | None:
     user = current_user()
     return user.name if user is not None else None
@@ -219,6 +247,7 @@ def operator() -> str | None:
 @requires(users.OPERATOR)
 def cancel(action_id: int) -> Response:
     """Cancel the action and its pending and performing descendants."""
+    in_range(action_id)
     reason = _text(request.form.get("reason"))
     result = commands.cancel(action_id, by=operator(), reason=reason, cause=history.OPERATOR)
     return answer(action_id, result, f"Action {action_id} was cancelled, with the work below it.")
@@ -229,6 +258,7 @@ def cancel(action_id: int) -> Response:
 def retry(action_id: int) -> Response:
     """Reopen a failed, timed-out or cancelled action where it stopped; with
     ``timeout_seconds``, under a new timeout."""
+    in_range(action_id)
     timeout = _timeout(request.form.get("timeout_seconds"))
     reason = _text(request.form.get("reason"))
     result = commands.retry(action_id, by=operator(), reason=reason, timeout=timeout, cause=history.OPERATOR)
@@ -243,6 +273,7 @@ def retry(action_id: int) -> Response:
 def skip(action_id: int) -> Response:
     """Complete a failed leaf as succeeded, with a note: its parents carry on. ``page``: the
     action whose page the form is on (the failure path offers to skip its leaf)."""
+    in_range(action_id)
     note = _text(request.form.get("note"))
     shown = _int(request.form.get("page")) or action_id
     result = commands.skip(action_id, by=operator(), note=note, cause=history.OPERATOR)
@@ -254,6 +285,7 @@ def skip(action_id: int) -> Response:
 @requires(users.OPERATOR)
 def approve(action_id: int) -> Response:
     """Complete an outbound action as succeeded, with a note and an optional JSON payload."""
+    in_range(action_id)
     result = complete_outbound(commands.approve, action_id)
     return answer(action_id, result, f"Action {action_id} was approved: it succeeded.")
 
@@ -262,6 +294,7 @@ def approve(action_id: int) -> Response:
 @requires(users.OPERATOR)
 def reject(action_id: int) -> Response:
     """Complete an outbound action as failed, with a note and an optional JSON payload."""
+    in_range(action_id)
     result = complete_outbound(commands.reject, action_id)
     return answer(action_id, result, f"Action {action_id} was rejected: it failed.")
 
