@@ -93,9 +93,14 @@
     var path = frame.querySelectorAll(".gn.on-path");
     var target = frame.querySelector(".gn.here") || path[path.length - 1];
     if (target && target.getBBox) {
+      // Only when it is out of sight: a graph that fits stays where it starts.
       var box = target.getBBox();
-      frame.scrollTop = Math.max(0, box.y - frame.clientHeight / 2);
-      frame.scrollLeft = Math.max(0, box.x - frame.clientWidth / 3);
+      if (box.y + box.height > frame.clientHeight) {
+        frame.scrollTop = Math.max(0, box.y - frame.clientHeight / 2);
+      }
+      if (box.x + Math.min(box.width, 40) > frame.clientWidth) {
+        frame.scrollLeft = Math.max(0, box.x - frame.clientWidth / 3);
+      }
     }
   }
 

@@ -204,8 +204,8 @@ def test_the_page_shows_arguments_steps_and_the_timeline_relative_to_the_roots_s
     assert '<pre class="json" aria-label="Arguments">[\n  120,\n  [\n    &#34;wheel&#34;,' in page.text
     # The steps table shows the step, its attempt and its child
     assert re.search(
-        r'<tr id="step-\d+">\s*<td><span class="step-name">ask</span> <span class="muted small">1</span> '
-        r'<span class="muted small">current</span></td>',
+        r'<tr id="step-\d+">\s*<td><span class="step-name">ask</span> '
+        r'<span class="muted small">step 1</span> <span class="muted small">current</span></td>',
         page.text,
     )
     # And the timeline draws the step from 0 % and the approval from 25 % (10 s of 40 s)
