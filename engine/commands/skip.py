@@ -4,8 +4,8 @@ that the steps waiting on it carry on as if it had succeeded.
 Only a leaf: an action that failed by itself, not because an action below it failed (skip
 that one instead). The diagram has no edge from failed to succeeded, so a skip takes the
 two it has: the action goes back to pending, outside any lane (it performs nothing), and
-completes as succeeded at once; its waiters reopen first, as a retry reopens them, and
-then conclude with it. Its failed step stays failed and its error stays on the row: the
+completes as succeeded at once; its waiters reopen in between, as a retry reopens them,
+and then conclude with it. Its failed step stays failed and its error stays on the row: the
 history says it was skipped, and no achievement is granted for work that was not done.
 """
 
@@ -49,9 +49,10 @@ def skip(
             result = CommandResult(False, "not_failed", action_id)
         elif (below := unsuccessful_child(s, action)) is not None:
             result = CommandResult(False, "not_a_leaf", below)
-        else:
-            skip_leaf(s, action, cause=cause, by=by, note=note)
+        elif skip_leaf(s, action, cause=cause, by=by, note=note):
             result = CommandResult(True, "skipped", action_id)
+        else:
+            result = CommandResult(False, "not_failed", action_id)
         data = {"failed_child": below} if below is not None else {}
         audit.record(
             s, "skip", f"action:{action_id}", cause=cause, by=by, reason=note, result=result.reason, **data
@@ -73,21 +74,27 @@ def unsuccessful_child(session: Session, action: Action) -> int | None:
     )
 
 
-def skip_leaf(session: Session, action: Action, *, cause: str, by: str | None, note: str | None) -> None:
-    data: dict[str, Any] = {"note": note} if note else {}
-    history.record(session, action, "skipped", cause=cause, by=by, was=action.status, **data)
-    # Waiters first: a reopened parent step must be waiting on the leaf when it concludes.
-    reopen_up(session, action, cause=cause, by=by)
-    session.flush()
-    write_status(
+def skip_leaf(session: Session, action: Action, *, cause: str, by: str | None, note: str | None) -> bool:
+    """Skip ``action``; False (nothing changed) when another transaction moved it first."""
+    was = action.status
+    # One guarded UPDATE first: of a skip and a retry sent at once, only one reopens it.
+    if not write_status(
         session,
         action,
         status.PENDING,
         completed_at=None,
         after_callbacks_succeeded_count=None,
         after_callbacks_failed_count=None,
-    )
+    ):
+        return False
+    data: dict[str, Any] = {"note": note} if note else {}
+    history.record(session, action, "skipped", cause=cause, by=by, was=was, **data)
+    # Its waiters reopen before it completes: a reopened parent step must be waiting on it
+    # when it concludes.
+    reopen_up(session, action, cause=cause, by=by)
+    session.flush()
     complete_action(session, action, status.SUCCEEDED, cause=cause, by=by, note=note or "skipped")
     if action.checksum:
         # Its work was not done: what the key stands for stays unknown.
         achievement.erase(session, action.checksum_key)
+    return True
