@@ -29,6 +29,12 @@ class Declared:
     parameters: tuple[str, ...]
     #: The name of a ``*args`` parameter that takes the rest, if any.
     rest: str | None = None
+    #: Its retry policy's attempts per run (1: no retries).
+    max_attempts: int = 1
+
+    def in_run(self, attempt: int) -> int:
+        """Which try of its run (an operator's retry starts a new one) ``attempt`` is."""
+        return (attempt - 1) % self.max_attempts + 1
 
     def step(self, index: int) -> str | None:
         return self.steps[index] if 0 <= index < len(self.steps) else None
@@ -64,7 +70,8 @@ def declared(actor_type: str, name: str) -> Declared | None:
         job = getattr(definition.job, "actor_name", None) if definition.job is not None else None
         names += (f"job {job}" if job else step_name(definition.method) or name,)
     body = (definition.steps or definition.prepended or [None])[0]
-    return _declared(body, names, definition.method or method)
+    shape = _declared(body, names, definition.method or method)
+    return Declared(shape.steps, shape.parameters, shape.rest, definition.retry.max_attempts)
 
 
 def step_name(fn: Any) -> str | None:

@@ -141,3 +141,28 @@ def test_the_page_links_its_api_and_copies_it_as_json(
     assert f'<a href="/api/actions/{trip.leg.id}" class="api-link"' in page
     assert f'data-copy-json="/api/actions/{trip.leg.id}" hidden>Copy as JSON</button>' in page
     assert viewer_client.get(f"/api/actions/{trip.leg.id}").json["id"] == trip.leg.id
+
+
+def test_a_retry_from_the_page_gives_the_step_its_whole_budget_again(
+    operator_client: StudioClient, session: Session, car: Car
+) -> None:
+    # Given a delivery whose 2 attempts failed
+    testing.freeze(testing.travel(timedelta()))
+    engine.define(Car, "deliver", Car.breakdown, retry=RetryPolicy(max_attempts=2, jitter=0))
+    with testing.handle_exceptions():
+        action = engine.now(car, "deliver")
+        testing.travel(timedelta(seconds=2))
+        testing.drain()
+    page = operator_client.get(f"/actions/{action.id}").text
+    assert re.search(r'<td class="num">2 <span class="muted small nowrap" title="[^"]+">2 of 2</span>', page)
+
+    # When the operator retries it from its page and its first attempt fails again
+    assert operator_client.command(f"/actions/{action.id}/retry").status_code == 200
+    with testing.handle_exceptions():
+        testing.drain()
+
+    # Then it waits for an automatic retry: attempt 4, the second of its new run
+    session.expire_all()
+    assert session.get(Action, action.id).status == "performing"  # type: ignore[union-attr]
+    page = operator_client.get(f"/actions/{action.id}").text
+    assert re.search(r'<td class="num">4 <span class="muted small nowrap" title="[^"]+">2 of 2</span>', page)

@@ -250,7 +250,9 @@ def test_each_attempt_error_is_shown_with_its_traceback_and_the_next_attempt(
     assert "raise ConnectionError(f&#34;courier down (try {step.step.attempt})&#34;)" in page.text
     # And the step shows its attempt and when the next one is due
     assert re.search(
-        r'<td class="num">3</td>\s*<td>\S+ \S+ <span class="muted small">\(in 20s\)</span></td>', page.text
+        r'<td class="num">3 <span class="muted small nowrap" title="[^"]+">3 of 5</span></td>\s*'
+        r'<td>\S+ \S+ <span class="muted small">\(in 20s\)</span></td>',
+        page.text,
     )
     assert (
         '<span class="tmeta">step send attempt 3</span> <span class="tmeta">next attempt in 20s</span>'
