@@ -82,6 +82,8 @@ class StepNode:
     started_at: datetime | None
     performed_at: datetime | None
     completed_at: datetime | None
+    #: Which time the action runs this step (1 = the first; a decision going back opens another).
+    visit: int = 1
     children: list[int] = field(default_factory=list)
     invocations: list[Unadmitted] = field(default_factory=list)
 

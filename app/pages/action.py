@@ -159,7 +159,10 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         "before": before,
         "step_names": names,
         # Every step of the tree by id: "step <its declared name>", else "step N".
-        "step_labels": {s.id: f"step {names.get(s.id) or s.number}" for s in tree.steps.values()},
+        "step_labels": {
+            s.id: f"step {names.get(s.id) or s.number}" + (f" (visit {s.visit})" if s.visit > 1 else "")
+            for s in tree.steps.values()
+        },
         "arguments": pretty(action.arguments_json),
         "named_arguments": [
             (name, pretty(value))

@@ -166,3 +166,35 @@ def test_a_retry_from_the_page_gives_the_step_its_whole_budget_again(
     assert session.get(Action, action.id).status == "performing"  # type: ignore[union-attr]
     page = operator_client.get(f"/actions/{action.id}").text
     assert re.search(r'<td class="num">4 <span class="muted small nowrap" title="[^"]+">2 of 2</span>', page)
+
+
+def test_a_step_visited_again_by_a_decision_is_shown_once_per_visit(
+    viewer_client: StudioClient, session: Session, car: Car
+) -> None:
+    # Given a wash that rinses again until the car is clean (two rinses), then inspects
+    wash = engine.define(Car, "wash")
+
+    @wash.step
+    def rinse(car: Car, step: engine.StepContext) -> None:
+        car.honk()
+        if car.honks < 2:
+            step.go_to("rinse")
+
+    @wash.step
+    def inspect(car: Car, step: engine.StepContext) -> None:
+        pass
+
+    action = engine.now(car, "wash")
+    testing.drain()
+    session.expire_all()
+    assert session.get(Action, action.id).status == "succeeded"  # type: ignore[union-attr]
+
+    # Then the steps table lists each visit in the order they ran, named as declared
+    page = viewer_client.get(f"/actions/{action.id}").text
+    rows = re.findall(
+        r'<td><span class="step-name">(\w+)</span> <span class="muted small">step \d</span>'
+        r'(?: <span class="muted small">visit (\d)</span>)?',
+        page,
+    )
+    assert rows == [("rinse", ""), ("rinse", "2"), ("inspect", "")]
+    assert "step rinse (visit 2)" in page  # in the tree
