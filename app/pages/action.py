@@ -279,6 +279,8 @@ def skip(action_id: int) -> Response:
     in_range(action_id)
     note = _text(request.form.get("note"))
     shown = _int(request.form.get("page")) or action_id
+    if shown != action_id and db.session.scalar(select(Action.id).where(Action.id == shown)) is None:
+        shown = action_id  # answer with the leaf's own page rather than a 404 after the skip
     result = commands.skip(action_id, by=operator(), note=note, cause=history.OPERATOR)
     done = f"Action {action_id} was skipped: it succeeded, and the work waiting on it carries on."
     return answer(action_id, result, done, page_id=shown)

@@ -118,7 +118,9 @@ def test_jumping_to_an_action_by_id_from_the_header_and_the_keyboard(page: Page,
     expect(page).to_have_url(re.compile(rf"/actions/{target}$"))
     expect(page.get_by_role("heading", level=1)).to_contain_text("publish")
 
-    # And "/" puts the cursor in the box from anywhere; an unknown id says so, clearly
+    # And "/" puts the cursor in the box from anywhere (once the page's script has run);
+    # an unknown id says so, clearly
+    page.wait_for_load_state("load")
     page.keyboard.press("/")
     expect(page.get_by_label("Go to")).to_be_focused()
     page.keyboard.type("987654")

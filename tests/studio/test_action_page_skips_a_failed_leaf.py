@@ -74,3 +74,13 @@ def test_a_skip_that_does_not_apply_says_why(
     assert "only a failed or timed-out action can be skipped" in done.text
     assert viewer_client.command(f"/actions/{trip.breakdown.id}/skip").status_code == 403
     assert status_of(session, trip.breakdown.id) == "failed"
+
+
+def test_a_skip_sent_from_a_page_that_is_gone_answers_with_the_leafs_page(
+    operator_client: StudioClient, session: Session, car: Car
+) -> None:
+    trip = failing_trip(session, car)
+    answer = operator_client.command(f"/actions/{trip.breakdown.id}/skip", {"page": "987654"})
+    assert answer.status_code == 200
+    assert f'data-action-id="{trip.breakdown.id}"' in answer.text
+    assert status_of(session, trip.breakdown.id) == "succeeded"
