@@ -10,6 +10,7 @@ tests/browser/workflows.py's seeded data (see its docstring for the trees).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -171,3 +172,14 @@ def test_times_switch_to_local_time_and_the_shortcuts_are_listed(tokyo_page: Pag
     expect(dialog).to_contain_text("the tree as a list, a graph, or both")
     page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()
+
+
+def test_copy_as_json_puts_the_api_answer_on_the_clipboard(page: Page, studio: Studio) -> None:
+    action_id = studio.seeded["published"]
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=studio.url)
+    page.goto(f"/actions/{action_id}")
+    expect(page.get_by_role("link", name="API")).to_have_attribute("href", f"/api/actions/{action_id}")
+    page.get_by_role("button", name="Copy as JSON").click()
+    expect(page.get_by_role("button", name="Copied")).to_be_visible()
+    copied = json.loads(page.evaluate("navigator.clipboard.readText()"))
+    assert (copied["id"], copied["name"]) == (action_id, "publish")
