@@ -3,17 +3,19 @@ rendered as SVG by ``action/_graph.html`` (no script needed to draw or to click 
 
 Actions are dots coloured by status; each step with anything below it is a small square
 between its action and its children, so edges go per step; the failure path is drawn
-bold. Leaves take one row each in depth-first order and a parent sits midway between its
-first and last child (the layout of a file tree, with the edges drawn): one pass down and
-one back up, iteratively, so a chain of a thousand actions lays out like a bush of a
-thousand, in linear time.
+bold. In a big tree, a run of sibling leaves alike (same status, none on the failure path
+nor the page's own) is drawn as one stacked node, "12 succeeded", linking to them in the
+list: a bush of a thousand stays a readable shape. Leaves take one row each in depth-first
+order and a parent sits midway between its first and last child (the layout of a file
+tree, with the edges drawn): one pass down and one back up, iteratively, so a chain of a
+thousand actions lays out like a bush of a thousand, in linear time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .tree_model import FailurePath, Node, StepNode, Tree, Unadmitted
+from .tree_model import SMALL_TREE, FailurePath, Node, StepNode, Tree, Unadmitted
 
 #: Geometry, in SVG user units (pixels at 100 %).
 ROW = 20
@@ -22,12 +24,17 @@ STEP_AT = 130  # how far right of its action a step's square sits
 PAD_X = 14
 PAD_Y = 18
 LABEL = 26  # longest label, in characters
+#: A tree with more actions than this draws runs of at least CLUSTER sibling leaves alike
+#: as one node (tree_model.SMALL_TREE: the size up to which the list opens every node too).
+CLUSTER_ABOVE = SMALL_TREE
+CLUSTER = 4
 
 
 @dataclass(slots=True)
 class Item:
     """A drawn element: an action (``node``), a step (``step``), an invocation that is not an
-    action (``invocation``) or a second edge to an action drawn elsewhere (``ref``)."""
+    action (``invocation``), a second edge to an action drawn elsewhere (``ref``), or a run
+    of sibling leaves alike (``cluster``: ``members``, the first of which is ``node``)."""
 
     kind: str
     x: float
@@ -40,6 +47,7 @@ class Item:
     on_path: bool = False
     here: bool = False
     children: list[int] = field(default_factory=list)
+    members: list[Node] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +67,11 @@ class Graph:
 
     @property
     def nodes(self) -> list[Item]:
-        return [i for i in self.items if i.kind != "step"]
+        return [i for i in self.items if i.kind not in ("step", "cluster")]
+
+    @property
+    def clusters(self) -> list[Item]:
+        return [i for i in self.items if i.kind == "cluster"]
 
     @property
     def steps(self) -> list[Item]:
@@ -72,6 +84,7 @@ def layout(
     """The graph of ``tree``, with the failure ``path`` bold and action ``here`` marked.
     ``step_names``: step id -> its declared name (default: "step N")."""
     names = step_names or {}
+    clustering = len(tree) > CLUSTER_ABOVE
     path_ids = path.ids if path is not None else frozenset()
     path_steps = {s.id for s in path.steps if s is not None} if path is not None else set()
     path_invocation = path.invocation.id if path is not None and path.invocation is not None else None
@@ -119,8 +132,29 @@ def layout(
             index = len(items)
             for invocation in reversed(step.invocations):
                 stack.append(("invocation", invocation, depth + 1, index))
-            for child in reversed(step.children):
-                stack.append(("node", child, depth + 1, index))
+            groups = (
+                runs(tree, step.children, path_ids, here, shown)
+                if clustering
+                else [[c] for c in step.children]
+            )
+            for group in reversed(groups):
+                if len(group) == 1:
+                    stack.append(("node", group[0], depth + 1, index))
+                else:
+                    stack.append(("cluster", group, depth + 1, index))
+        elif kind == "cluster":
+            assert isinstance(obj, list)
+            members = [tree.nodes[i] for i in obj]
+            shown.update(obj)
+            first = members[0]
+            item = Item(
+                "cluster",
+                x,
+                node=first,
+                label=short(f"{len(members)} {first.status.replace('_', ' ')}: {first.name}, …"),
+                status=first.status,
+                members=members,
+            )
         else:
             assert isinstance(obj, Unadmitted)
             invocation = obj
@@ -136,7 +170,7 @@ def layout(
         if parent >= 0:
             items[parent].children.append(len(items))
         items.append(item)
-        if item.kind in ("ref", "invocation") or (item.kind == "node" and not has_content(item)):
+        if item.kind in ("ref", "invocation", "cluster") or (item.kind == "node" and not has_content(item)):
             item.y = PAD_Y + rows * ROW
             rows += 1
     # Back up: a parent midway between its first and last child.
@@ -158,6 +192,46 @@ def layout(
             )
     depth = max((int((i.x - PAD_X) // COLUMN) for i in items), default=0)
     return Graph(items, edges, PAD_X * 2 + depth * COLUMN + 7 * LABEL, PAD_Y * 2 + max(rows - 1, 0) * ROW)
+
+
+def runs(
+    tree: Tree, children: list[int], path_ids: frozenset[int], here: int, shown: set[int]
+) -> list[list[int]]:
+    """``children`` in order, runs of at least CLUSTER leaves alike grouped together: same
+    status, not on the failure path, not the page's action, not drawn already, not shared."""
+    groups: list[list[int]] = []
+    run: list[int] = []
+    key: str | None = None
+
+    def close() -> None:
+        if len(run) >= CLUSTER:
+            groups.append(list(run))
+        else:
+            groups.extend([c] for c in run)
+        run.clear()
+
+    for child in children:
+        node = tree.nodes[child]
+        alike = not (
+            node.foreign
+            or child in path_ids
+            or child == here
+            or child in shown
+            or child in run
+            or any(s.children or s.invocations for s in node.steps)
+        )
+        if alike and node.status == key:
+            run.append(child)
+            continue
+        close()
+        if alike:
+            run.append(child)
+            key = node.status
+        else:
+            groups.append([child])
+            key = None
+    close()
+    return groups
 
 
 def has_content(item: Item) -> bool:

@@ -1,8 +1,9 @@
 """Beside the nested list, the action page draws its tree as a graph (server-rendered SVG,
 no script): a dot per action coloured by its status and linking to its page, a square per
 step with its children (the edges go per step), the failure path in bold, the page's action
-ringed. A small tree shows list and graph side by side; ``view`` picks one. The graph of a
-1,000-node tree (a chain 150 deep included) answers within 300 ms.
+ringed. A small tree shows list and graph side by side; ``view`` picks one. In a big tree a
+run of sibling leaves alike is one stacked node; the graph of a 1,000-node tree (a chain
+150 deep included) answers within 300 ms.
 
 Not a spec case: the studio is ours (issue 12, "A graph of the tree").
 """
@@ -81,10 +82,14 @@ def test_a_big_tree_opens_with_its_list_and_draws_every_node_in_its_graph_within
     assert '<svg class="tree-graph"' not in page
     assert f'href="/actions/{root}?view=graph"' in page
 
-    # And its graph draws every action, the failure path from the root to the leaf in bold
+    # And its graph draws every action, each run of leaves alike as one stacked node, the
+    # failure path from the root to the leaf in bold
     graph = viewer_client.get(f"/actions/{root}?view=graph").text
     nodes = drawn(graph)
-    assert len(nodes) == 1000
+    clustered = [int(n) for n in re.findall(r'data-cluster="(\d+)"', graph)]
+    assert clustered and min(clustered) >= tree_graph.CLUSTER
+    assert len(nodes) + sum(clustered) == 1000
+    assert len(nodes) + len(clustered) < 400  # a readable shape, not a thousand rows
     on_path = [i for i, (_, path, _) in nodes.items() if path]
     assert root in on_path and len(on_path) >= 2
     assert all(nodes[i][0] == "failed" for i in on_path)
@@ -125,5 +130,32 @@ def test_the_layout_puts_each_parent_midway_between_its_first_and_last_child(
             first, last = graph.items[item.children[0]], graph.items[item.children[-1]]
             assert item.y == (first.y + last.y) / 2
             assert all(graph.items[c].x > item.x for c in item.children)
-    assert len([i for i in graph.items if i.kind == "node"]) == 300
+    nodes = [i for i in graph.items if i.kind == "node"]
+    assert len(nodes) + sum(len(i.members) for i in graph.clusters) == 300
     assert graph.height >= max(i.y for i in graph.items)
+
+
+def test_a_big_tree_stacks_runs_of_leaves_alike_but_never_the_failure_path_or_the_page(
+    viewer_client: StudioClient, session: Session
+) -> None:
+    # Given a big tree whose failed leaf sits among succeeded siblings
+    root = generated_tree(session, 1000, fail_at=250)
+    tree = queries_tree.load_tree_of_root(session, root)
+    assert tree is not None
+    path = tree.failure_path()
+    assert path is not None
+    sibling = next(
+        c for s in tree.steps.values() if path.leaf.id in s.children for c in s.children if c != path.leaf.id
+    )
+
+    # When a succeeded sibling of the failed leaf has its page opened
+    graph = tree_graph.layout(tree, path, sibling)
+
+    # Then the failed leaf and the page's action are their own nodes, the rest stacked
+    alone = {i.node.id for i in graph.items if i.kind == "node" and i.node is not None}
+    assert {path.leaf.id, sibling} <= alone
+    for cluster in graph.clusters:
+        assert len({m.status for m in cluster.members}) == 1
+        assert not {m.id for m in cluster.members} & (path.ids | {sibling})
+    page = viewer_client.get(f"/actions/{sibling}?view=graph").text
+    assert f'href="/actions/{sibling}?view=list&amp;expand=all#n-' in page
