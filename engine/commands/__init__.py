@@ -1,4 +1,4 @@
-"""Operator commands: cancel, retry, skip, approve/reject/complete, forget, and the bulk forms.
+"""Operator commands: cancel, retry, skip, signal, approve/reject/complete, forget, and the bulk forms.
 
 The studio, the CLI and the webhook endpoint all call these. Each records who did it, when
 and why: one audit entry per command, and a history entry per transition it causes. Step
