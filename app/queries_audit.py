@@ -20,6 +20,7 @@ COMMANDS = (
     "complete",
     "cancel",
     "retry",
+    "skip",
     "forget",
     "bulk_cancel",
     "bulk_retry",

@@ -67,6 +67,7 @@ STEP_COLUMNS: tuple[Any, ...] = (
     Step.started_at,
     Step.performed_at,
     Step.completed_at,
+    Step.visit,
 )
 
 INVOCATION_COLUMNS: tuple[Any, ...] = (
@@ -100,7 +101,8 @@ def load_tree_of_root(session: AnySession, root_id: int) -> Tree | None:
     for step_row in session.execute(
         select(*STEP_COLUMNS)
         .where(among(Step.action_id, list(nodes), tree_ids, postgresql))
-        .order_by(Step.action_id, Step.definition_index)
+        # In the order they ran: a decision that goes back to a step opens its next visit.
+        .order_by(Step.action_id, Step.id)
     ):
         step = StepNode(*step_row)
         steps[step.id] = step

@@ -1,5 +1,6 @@
 """Reading step functions' source without running it (``inspect`` + ``ast``): the child
-actions a step calls with a literal name, for the catalog's diagrams."""
+actions a step calls with a literal name, for the catalog's diagrams; and the names of a
+definition's steps and parameters as declared, for the action page (``declared``)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,86 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from engine import registry
+from engine.errors import ActorNotFound
+
 #: Longest source text shown for a key or checksum callable.
 SOURCE_SHOWN = 120
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What the definition of an action says of its shape: the name of each step (prepended
+    steps first) and the names of the parameters its arguments bind to."""
+
+    steps: tuple[str | None, ...]
+    parameters: tuple[str, ...]
+    #: The name of a ``*args`` parameter that takes the rest, if any.
+    rest: str | None = None
+    #: Its retry policy's attempts per run (1: no retries).
+    max_attempts: int = 1
+
+    def in_run(self, attempt: int) -> int:
+        """Which try of its run (an operator's retry starts a new one) ``attempt`` is."""
+        return (attempt - 1) % self.max_attempts + 1
+
+    def step(self, index: int) -> str | None:
+        return self.steps[index] if 0 <= index < len(self.steps) else None
+
+    def named(self, arguments: list[Any]) -> list[tuple[str, Any]]:
+        """Each argument with the name of its parameter (``*rest[i]`` past the named ones,
+        ``#i`` when nothing declares it)."""
+        named = []
+        for i, value in enumerate(arguments):
+            if i < len(self.parameters):
+                named.append((self.parameters[i], value))
+            elif self.rest is not None:
+                named.append((f"*{self.rest}[{i - len(self.parameters)}]", value))
+            else:
+                named.append((f"#{i + 1}", value))
+        return named
+
+
+def declared(actor_type: str, name: str) -> Declared | None:
+    """The declared shape of action ``name`` on ``actor_type``, or None when this process
+    does not know it (its module is not imported, or a deploy removed it)."""
+    try:
+        cls = registry.actor_class(actor_type)
+    except ActorNotFound:
+        return None
+    definition = registry.find(cls, name)
+    method = getattr(cls, name, None)
+    if definition is None:
+        return _declared(None, (name,), method) if callable(method) else None
+    fns = [*definition.prepended, *definition.steps]
+    names = tuple(step_name(fn) for fn in fns)
+    if not definition.steps:
+        job = getattr(definition.job, "actor_name", None) if definition.job is not None else None
+        names += (f"job {job}" if job else step_name(definition.method) or name,)
+    body = (definition.steps or definition.prepended or [None])[0]
+    shape = _declared(body, names, definition.method or method)
+    return Declared(shape.steps, shape.parameters, shape.rest, definition.retry.max_attempts)
+
+
+def step_name(fn: Any) -> str | None:
+    """A step function's name; None for a lambda (it has none)."""
+    name = getattr(fn, "__name__", None)
+    return None if name is None or name == "<lambda>" else str(name)
+
+
+def _declared(step_fn: Any, names: tuple[str | None, ...], method: Any) -> Declared:
+    """Parameters: a step's after (actor, step), else the method's after self."""
+    fn, skip = (step_fn, 2) if step_fn is not None else (method, 1)
+    if not callable(fn):
+        return Declared(names, ())
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return Declared(names, ())
+    params = list(signature.parameters.values())[skip:]
+    positional = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    rest = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    return Declared(names, positional, rest)
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,8 @@ class StepNode:
     started_at: datetime | None
     performed_at: datetime | None
     completed_at: datetime | None
+    #: Which time the action runs this step (1 = the first; a decision going back opens another).
+    visit: int = 1
     children: list[int] = field(default_factory=list)
     invocations: list[Unadmitted] = field(default_factory=list)
 
@@ -232,7 +234,10 @@ class Tree:
                 break
             current = child
         leaf = actions[-1]
-        if invocation is None and not leaf.failing and not (steps[-1] and steps[-1].failing):
+        # A skipped leaf succeeded with its failed step: nothing is failing any more.
+        if invocation is None and (
+            leaf.status == status.SUCCEEDED or (not leaf.failing and not (steps[-1] and steps[-1].failing))
+        ):
             return None
         return FailurePath(actions, steps, invocation)
 

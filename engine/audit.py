@@ -28,7 +28,7 @@ class AuditEntry(Base):
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     at: Mapped[datetime] = mapped_column(default=clock.now)
-    #: cancel, retry, approve, reject, complete, forget, bulk_cancel, bulk_retry.
+    #: cancel, retry, skip, approve, reject, complete, forget, bulk_cancel, bulk_retry.
     command: Mapped[str] = mapped_column(String(40))
     #: operator, webhook or caller.
     cause: Mapped[str] = mapped_column(String(20))

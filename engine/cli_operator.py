@@ -1,7 +1,7 @@
 """The operator's commands on the command line: the same ``engine.commands`` functions the
 studio and the webhook call, each audited with who ran it and why.
 
-    stepwise cancel ID | retry ID [--timeout S] | approve ID | reject ID | complete ID STATUS
+    stepwise cancel ID | retry ID [--timeout S] | skip ID | approve ID | reject ID | complete ID STATUS
     stepwise forget CHECKSUM_KEY | bulk {cancel,retry} [filters] | metrics
 """
 
@@ -86,6 +86,22 @@ def retry(args: argparse.Namespace) -> int:
         db.configure(sa_engine)
         result = commands.retry(args.action_id, by=operator(args), reason=args.reason, timeout=timeout)
     return report(result, f"retry action {args.action_id}")
+
+
+@command("skip", ACTION_ID, BY, REASON, IMPORT, DATABASE_URL)
+def skip(args: argparse.Namespace) -> int:
+    """Complete a failed leaf as succeeded (the reason is its note): its parents carry on."""
+    with connected(args) as sa_engine:
+        db.configure(sa_engine)
+        result = commands.skip(args.action_id, by=operator(args), note=args.reason)
+    if result.reason == "not_a_leaf":
+        print(
+            f"stepwise: skip action {args.action_id} changed nothing: it failed because action "
+            f"{result.action_id} below it failed; skip that one instead",
+            file=sys.stderr,
+        )
+        return 1
+    return report(result, f"skip action {args.action_id}")
 
 
 def complete_with(args: argparse.Namespace, to: str, verb: str) -> int:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 import engine
 from engine import cli, db
-from engine.models import Achievement, Action, AuditEntry
+from engine.models import Achievement, Action, ActionEvent, AuditEntry
 from tests.domain import Car
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,3 +111,41 @@ def test_a_command_on_sqlite_uses_connections_with_foreign_keys_on(tmp_path: Pat
         with db.session() as session:
             # Then its connection enforces foreign keys (a deleted lane clears its members' link)
             assert session.execute(text("PRAGMA foreign_keys")).scalar() == 1
+
+
+def test_skip_from_the_command_line_completes_a_failed_leaf_and_says_which_leaf_to_skip(
+    database: Engine, session: Session, car: Car
+) -> None:
+    # Given a trip that failed because its leg broke down
+    engine.define(Car, "leg", Car.breakdown)
+    trip = engine.define(Car, "trip")
+
+    @trip.step
+    def start(car: Car, step: engine.StepContext) -> None:
+        step.do("leg")
+
+    with engine.testing.handle_exceptions():
+        root = engine.now(car, "trip")
+        engine.testing.drain()
+    leg = session.scalars(select(Action.id).where(Action.name == "leg")).one()
+
+    # When the operator tries to skip the trip, she is told to skip the leg
+    refused = stepwise(database, "skip", str(root.id), "--by", "zoe")
+    assert refused.returncode == 1
+    assert f"action {leg} below it failed; skip that one instead" in refused.stderr
+
+    # and skipping the leg completes it and reopens the trip (which carries on where its
+    # definition is imported: here, the test's trip is unknown to the command's process)
+    done = stepwise(database, "skip", str(leg), "--by", "zoe", "--reason", "towed")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"skip action {leg}: skipped"
+    assert status_of(session, leg) == "succeeded"
+    reopened = session.scalars(
+        select(ActionEvent).where(ActionEvent.action_id == root.id, ActionEvent.event == "retried")
+    ).one()
+    assert reopened.by == "zoe"
+    entries = session.scalars(select(AuditEntry).order_by(AuditEntry.id)).all()
+    assert [(e.command, e.result, e.reason) for e in entries] == [
+        ("skip", "not_a_leaf", None),
+        ("skip", "skipped", "towed"),
+    ]

@@ -1,4 +1,4 @@
-"""Operator commands: cancel, retry, approve/reject/complete, forget, and their bulk forms.
+"""Operator commands: cancel, retry, skip, signal, approve/reject/complete, forget, and the bulk forms.
 
 The studio, the CLI and the webhook endpoint all call these. Each records who did it, when
 and why: one audit entry per command, and a history entry per transition it causes. Step
@@ -14,6 +14,7 @@ from .completion import approve, complete, forget, reject
 from .result import CommandResult
 from .retry import retry
 from .signal import signal
+from .skip import skip
 
 __all__ = [
     "ActionFilter",
@@ -27,4 +28,5 @@ __all__ = [
     "reject",
     "retry",
     "signal",
+    "skip",
 ]

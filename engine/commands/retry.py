@@ -1,8 +1,9 @@
 """Retry: reopen a failed, timed-out or cancelled action where it stopped.
 
 Steps that succeeded are kept and no succeeded work runs again: a step whose body failed
-runs again; a step failed by its children retries the failed ones, down to the leaves; and
-ancestors that failed because of this action reopen and carry on when it succeeds.
+runs again, with its retry policy's whole budget (``RetryPolicy.next_run``); a step failed
+by its children retries the failed ones, down to the leaves; and ancestors that failed
+because of this action reopen and carry on when it succeeds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session
 from .. import audit, broker, history, status
 from ..action import Action, write_status
 from ..completion import perform
+from ..errors import ActorNotFound, UnknownAction
 from ..invocation import Invocation
 from ..performance import Performance, lock, set_current
 from ..step import Step
@@ -73,6 +75,14 @@ def current_step(session: Session, action: Action) -> Step | None:
     ).one_or_none()
 
 
+def next_run(action: Action, attempt: int) -> int:
+    """The first attempt of the step's next run of retries: the policy's budget afresh."""
+    try:
+        return action.definition.retry.next_run(attempt)
+    except (ActorNotFound, UnknownAction):  # removed by a deploy: the attempt fails anyway
+        return attempt + 1
+
+
 def reopen_down(session: Session, action: Action, *, cause: str, by: str | None) -> None:
     """Make the action's current step runnable again: retry its failed children, or run
     its body again when the body itself failed."""
@@ -84,7 +94,7 @@ def reopen_down(session: Session, action: Action, *, cause: str, by: str | None)
     ).all()
     if not failed:
         step.performed_at = None
-        step.attempt += 1
+        step.attempt = next_run(action, step.attempt)
         step.retry_at = None
         step.pending_actions_count = 0
         step.unsuccessful_actions_count = 0
@@ -106,7 +116,11 @@ def reopen_down(session: Session, action: Action, *, cause: str, by: str | None)
     step.unsuccessful_actions_count = max(0, step.unsuccessful_actions_count - len(failed))
     step.status = status.STEP_PERFORMING
     step.completed_at = None
-    history.record(session, action, "step_reopened", cause=cause, by=by, step_id=step.id, retried=len(failed))
+    # The attempt of a body that runs again: where the action page's attempts start.
+    again = {} if failed else {"attempt": step.attempt}
+    history.record(
+        session, action, "step_reopened", cause=cause, by=by, step_id=step.id, retried=len(failed), **again
+    )
     session.flush()
 
 

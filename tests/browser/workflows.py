@@ -12,7 +12,8 @@ and the tests seed its database before it starts, in a separate process:
   While seeding, the warehouse of the forecasts seeded to fail is offline:
   ``open_connection`` raises, which fails ``query_warehouse``, then ``publish``. That is
   the failure path root -> query_warehouse -> open_connection; ``read_calendar`` succeeded
-  beside it. In the studio's process the warehouse is online: a retry succeeds. A
+  beside it. In the studio's process the warehouse is online: a retry succeeds. The west
+  forecast's failed leaf is there to be skipped. A
   forecast per region and week is an achievement (checksum), so there is one to show.
 - ``Refund.process`` shares a lane per customer (``refunds/<customer>``): ``check``, then
   ``approve`` waits for a manager's approval (the outbound ``manager_approval``), then
@@ -174,7 +175,9 @@ def seed(url: str) -> dict[str, Any]:
         failed = start(south, "publish", online=False)
         failing_leaf = root(south, "open_connection")
         to_retry = start(Forecast(region="east", week="2025-W10"), "publish", online=False)
-        start(Forecast(region="west", week="2025-W10"), "publish", online=False)
+        west = Forecast(region="west", week="2025-W10")
+        to_skip = start(west, "publish", online=False)
+        to_skip_leaf = root(west, "open_connection")
 
         first, second, third = (Refund(customer="ada", amount_cents=cents) for cents in (1250, 4800, 990))
         waiting = start(first, "process")
@@ -209,6 +212,8 @@ def seed(url: str) -> dict[str, Any]:
         "failed": failed,
         "failing_leaf": failing_leaf,
         "to_retry": to_retry,
+        "to_skip": to_skip,
+        "to_skip_leaf": to_skip_leaf,
         "waiting_refund": waiting,
         "approval": approval,
         "superseded_refund": superseded,

@@ -51,9 +51,9 @@ def test_the_failure_path_runs_from_the_root_to_the_failing_leaf(
 
     # Then the failure path goes root -> leg -> breakdown, each with its failed step
     assert path_items(page.text) == [
-        f"#{trip.trip.id} trip failed · step 1 failed, 1 unsuccessful",
-        f"#{trip.leg.id} leg failed · step 1 failed, 1 unsuccessful",
-        f"#{trip.breakdown.id} breakdown failed · step 1 failed",
+        f"#{trip.trip.id} trip failed · step start failed, 1 unsuccessful",
+        f"#{trip.leg.id} leg failed · step go failed, 1 unsuccessful",
+        f"#{trip.breakdown.id} breakdown failed · step breakdown failed",
     ]
     # And the cause is the breakdown's error, with its traceback
     assert (

@@ -76,11 +76,11 @@ def test_the_page_shows_the_whole_tree_from_its_root_with_status_colours(
     step_label = (
         '<li class="ts status-succeeded"><span class="tlabel"><span class="dot" aria-hidden="true"></span>'
     )
-    assert f"{step_label} step 1" in page.text
+    assert f"{step_label} step beep" in page.text  # the errand's step, named as declared
     # A small tree is open all the way down, each branch a <details> that collapses without JS
     assert open_nodes(page.text) == {trip.trip.id, trip.leg.id, trip.errand.id}
     assert f'root <a href="/actions/{trip.trip.id}">#{trip.trip.id} trip</a>' in page.text
-    assert f'step 1 of <a href="/actions/{trip.trip.id}">#{trip.trip.id} trip</a>' in page.text
+    assert f'start of <a href="/actions/{trip.trip.id}">#{trip.trip.id} trip</a>' in page.text
     assert "the tree is finished" in page.text
 
 
@@ -203,7 +203,11 @@ def test_the_page_shows_arguments_steps_and_the_timeline_relative_to_the_roots_s
     # Then the arguments are pretty-printed JSON
     assert '<pre class="json" aria-label="Arguments">[\n  120,\n  [\n    &#34;wheel&#34;,' in page.text
     # The steps table shows the step, its attempt and its child
-    assert re.search(r'<tr id="step-\d+">\s*<td>1 <span class="muted small">current</span></td>', page.text)
+    assert re.search(
+        r'<tr id="step-\d+">\s*<td><span class="step-name">ask</span> '
+        r'<span class="muted small">step 1</span> <span class="muted small">current</span></td>',
+        page.text,
+    )
     # And the timeline draws the step from 0 % and the approval from 25 % (10 s of 40 s)
     # to the end, hatched where it was pending
     bars = re.findall(r'<span class="gfill" style="left: ([\d.]+)%; width: ([\d.]+)%"></span>', page.text)
@@ -246,10 +250,12 @@ def test_each_attempt_error_is_shown_with_its_traceback_and_the_next_attempt(
     assert "raise ConnectionError(f&#34;courier down (try {step.step.attempt})&#34;)" in page.text
     # And the step shows its attempt and when the next one is due
     assert re.search(
-        r'<td class="num">3</td>\s*<td>\S+ \S+ <span class="muted small">\(in 20s\)</span></td>', page.text
+        r'<td class="num">3 <span class="muted small nowrap" title="[^"]+">3 of 5</span></td>\s*'
+        r'<td>\S+ \S+ <span class="muted small">\(in 20s\)</span></td>',
+        page.text,
     )
     assert (
-        '<span class="tmeta">step 1 attempt 3</span> <span class="tmeta">next attempt in 20s</span>'
+        '<span class="tmeta">step send attempt 3</span> <span class="tmeta">next attempt in 20s</span>'
         in page.text
     )
 
@@ -359,10 +365,10 @@ def test_the_polling_url_keeps_the_views_options(
 ) -> None:
     root, _ = waiting_order(session, car)
 
-    page = viewer_client.get(f"/actions/{root.id}?expand=all&history=tree")
+    page = viewer_client.get(f"/actions/{root.id}?expand=all&history=tree&view=graph")
 
     assert (
-        f'hx-get="/actions/{root.id}/live?commands_for=performing&amp;expand=all&amp;history=tree"'
+        f'hx-get="/actions/{root.id}/live?commands_for=performing&amp;expand=all&amp;history=tree&amp;view=graph"'
         in page.text
     )
 
