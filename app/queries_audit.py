@@ -21,6 +21,7 @@ COMMANDS = (
     "cancel",
     "retry",
     "skip",
+    "signal",
     "forget",
     "bulk_cancel",
     "bulk_retry",

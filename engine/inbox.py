@@ -143,7 +143,7 @@ def _is_id(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
 
 
-_OPEN_WAITS = (
+_WAITING = (
     select(Invocation)
     .join(Step, Step.id == Invocation.parent_step_id)
     .where(
@@ -153,9 +153,8 @@ _OPEN_WAITS = (
         Invocation.concluded_at.is_(None),
     )
     .order_by(Invocation.id)
-    .with_for_update(of=Invocation)
-    .execution_options(populate_existing=True)
 )
+_OPEN_WAITS = _WAITING.with_for_update(of=Invocation).execution_options(populate_existing=True)
 _INBOX = (
     select(Signal)
     .where(Signal.action_id == bindparam("action_id"), Signal.consumed_at.is_(None))
@@ -163,6 +162,12 @@ _INBOX = (
     .with_for_update()
     .execution_options(populate_existing=True)
 )
+
+
+def waited_for(session: Session, action_id: int) -> set[str]:
+    """The names the action's open waits wait for (without locking them)."""
+    rows = session.scalars(_WAITING, {"action_id": action_id})
+    return {name for wait in rows for name in (wait.arguments_json or [])}
 
 
 def match(session: Session, action_id: int) -> int:

@@ -11,6 +11,7 @@ request and every polling tab (the fragments poll only while the tab is visible)
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Hashable
 from datetime import datetime, timedelta
@@ -22,7 +23,7 @@ from werkzeug.wrappers import Response
 from engine import clock, commands, history, status
 from engine.commands import CommandResult
 
-from .. import queries, queries_actions, users
+from .. import queries, queries_actions, schemas, users
 from .. import queries_overview as q
 from ..auth import current_user, requires
 from ..database import db
@@ -51,6 +52,8 @@ WAITING_SHOWN = 10
 FAILED_SHOWN = 5
 #: The longest note an operator may give with an approval (the action page's limit).
 MAX_NOTE = 2000
+#: The longest JSON payload an approval from the overview carries.
+MAX_PAYLOAD = 20_000
 
 
 # --- an in-process cache per app ----------------------------------------------------------------
@@ -147,14 +150,36 @@ def decide(command: Callable[..., CommandResult], action_id: int) -> CommandResu
     note = (request.form.get("note") or "").strip() or None
     if note is not None and len(note) > MAX_NOTE:
         abort(400, description=f"The note is at most {MAX_NOTE:,} characters, so nothing was changed.")
+    payload = json_payload(request.form.get("payload"))
     user = current_user()
-    return command(action_id, by=user.name if user else None, note=note, cause=history.OPERATOR)
+    return command(
+        action_id, by=user.name if user else None, note=note, payload=payload, cause=history.OPERATOR
+    )
+
+
+def json_payload(text: str | None) -> Any:
+    """The form's JSON payload (None when blank), or a 400 saying what is wrong with it."""
+    if text is None or not text.strip():
+        return None
+    if len(text) > MAX_PAYLOAD:
+        abort(400, description=f"The payload is at most {MAX_PAYLOAD:,} characters, so nothing was changed.")
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        abort(400, description=f"The payload is not valid JSON ({error}), so nothing was changed.")
+    problem = schemas.json_problem(value)
+    if problem is not None:
+        abort(400, description=f"The payload {problem}, so nothing was changed.")
+    return value
 
 
 def decided(action_id: int, result: CommandResult, done: str) -> Response:
     if result.reason == "not_found":
         abort(404, description=f"There is no action {action_id}, so nothing was changed.")
-    if result:
+    if result and result.reason in ("consumed", "kept"):
+        verb = "approved" if "approve" in done else "rejected"
+        message = f"Action {action_id} was {verb}: its step carries on with the answer."
+    elif result:
         message = done
     elif result.reason == "not_outbound":
         message = f"Action {action_id} is not outbound: it completes on its own. Nothing was changed."
@@ -222,6 +247,7 @@ def attention_context(stuck: dict[str, Any]) -> dict[str, Any]:
     return {
         "waiting": waiting,
         "waiting_total": waiting_total,
+        "signal_waits": q.signal_waits(session, [a.id for a in waiting]),
         "failed": failed,
         "failed_count": failed_count,
         "causes": queries_actions.causes(session, failed),

@@ -7,10 +7,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from .. import achievement, audit, history, status
+from .. import achievement, audit, db, history, inbox, status
 from ..action import Action
 from ..completion import complete_action
 from .result import CommandResult, run
+from .signal import signal
 
 
 def complete(
@@ -55,15 +56,28 @@ def complete(
 def approve(
     action_id: int, *, by: str | None = None, note: str | None = None, **options: Any
 ) -> CommandResult:
-    """Complete an approval (an outbound action) as succeeded."""
+    """Approve: send "approved" to an action whose step waits for an approval
+    (``step.wait_for_approval``), else complete an outbound action as succeeded."""
+    if _waits_for(action_id, inbox.APPROVED, options.get("session")):
+        return signal(action_id, inbox.APPROVED, options.get("payload"), by=by, note=note, command="approve")
     return complete(action_id, status.SUCCEEDED, by=by, note=note, command="approve", **options)
 
 
 def reject(
     action_id: int, *, by: str | None = None, note: str | None = None, **options: Any
 ) -> CommandResult:
-    """Complete an approval (an outbound action) as failed."""
+    """Reject: send "rejected" to an action whose step waits for it, else complete an
+    outbound action as failed."""
+    if _waits_for(action_id, inbox.REJECTED, options.get("session")):
+        return signal(action_id, inbox.REJECTED, options.get("payload"), by=by, note=note, command="reject")
     return complete(action_id, status.FAILED, by=by, note=note, command="reject", **options)
+
+
+def _waits_for(action_id: int, name: str, session: Session | None) -> bool:
+    if session is not None:
+        return name in inbox.waited_for(session, action_id)
+    with db.session() as own:
+        return name in inbox.waited_for(own, action_id)
 
 
 def forget(

@@ -21,6 +21,7 @@ def signal(
     by: str | None = None,
     note: str | None = None,
     cause: str = history.OPERATOR,
+    command: str = "signal",
     session: Session | None = None,
 ) -> CommandResult:
     """Send signal ``name`` with ``payload`` to action ``action_id``. Falsy, with reason
@@ -39,7 +40,7 @@ def signal(
         if payload is not None:
             data["payload"] = payload
         audit.record(
-            s, "signal", f"action:{action_id}", cause=cause, by=by, reason=note, result=result.reason, **data
+            s, command, f"action:{action_id}", cause=cause, by=by, reason=note, result=result.reason, **data
         )
         return result
 

@@ -205,6 +205,64 @@ def test_the_panel_polls_itself_and_nothing_needs_attention_on_a_quiet_day(
     assert fragment.text.lstrip().startswith('<section id="overview-attention"')
     assert 'hx-get="/overview/attention"' in fragment.text
     text = words(fragment.text)
-    assert "No approval or outbound action is waiting." in text
+    assert "No approval, signal or outbound action is waiting." in text
     assert "No failed tree is waiting for a decision." in text
     assert "Nothing looks stuck." in text
+
+
+def test_an_action_waiting_for_an_approval_signal_is_listed_with_its_deadline_and_approved_with_a_payload(
+    operator_client: StudioClient, session: Session, car: Car
+) -> None:
+    # Given a refund whose step waits for an approval for a day, and one waiting for a partner
+    chosen: list[object] = []
+    refund = engine.define(Car, "refund", concurrency_key=lambda car, n: f"refund/{n}")
+
+    @refund.step
+    def ask(car: Car, step: engine.StepContext, n: int) -> None:
+        step.wait_for_approval(timeout=86400)
+
+    @refund.step
+    def pay(car: Car, step: engine.StepContext, n: int) -> None:
+        chosen.append((step.signal.name, step.signal.payload) if step.signal else None)
+
+    callback = engine.define(Car, "callback")
+
+    @callback.step
+    def hold(car: Car, step: engine.StepContext) -> None:
+        step.wait_for("delivered")
+
+    waiting = engine.now(car, "refund", 1)
+    partner = engine.now(car, "callback")
+
+    # When the overview lists what waits
+    page = operator_client.get("/overview/attention", headers=HTMX).text
+
+    # Then both are there with what they wait for; only the approval offers Approve/Reject
+    assert f'data-action="{waiting.id}"' in page and f'data-action="{partner.id}"' in page
+    assert "waits for approved or rejected until" in words(page)
+    assert "waits for delivered" in words(page)
+    assert page.count('name="payload"') == 1
+
+    # And approving it with a JSON payload sends the signal the step waits for
+    answer = operator_client.command(
+        f"/overview/approve/{waiting.id}", {"note": "ok by finance", "payload": '{"route": "express"}'}
+    )
+    assert answer.status_code == 200
+    assert "its step carries on with the answer" in words(answer.text)
+    testing.drain()
+    assert chosen == [("approved", {"route": "express"})]
+    entry = session.scalars(select(AuditEntry).order_by(AuditEntry.id.desc())).first()
+    assert entry is not None and (entry.command, entry.result) == ("approve", "consumed")
+
+
+def test_a_payload_that_is_not_json_is_refused_with_a_400(operator_client: StudioClient, car: Car) -> None:
+    refund = engine.define(Car, "refund")
+
+    @refund.step
+    def ask(car: Car, step: engine.StepContext) -> None:
+        step.wait_for_approval()
+
+    waiting = engine.now(car, "refund")
+    answer = operator_client.command(f"/overview/approve/{waiting.id}", {"payload": "{nope"})
+    assert answer.status_code == 400
+    assert "The payload is not valid JSON" in answer.text
