@@ -5,9 +5,11 @@ turns pydantic's errors into one sentence per field, worded from that same schem
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
+from flask import abort
 from pydantic import AfterValidator, BaseModel, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import PydanticCustomError
@@ -181,3 +183,20 @@ def problems(
         else:
             found[field] = word(error, properties.get(field, {}))
     return found
+
+
+def form_json(text: str | None, limit: int, unchanged: str) -> Any:
+    """A form field's JSON value (None when blank), or a 400 that says what is wrong with it
+    and ends with ``unchanged`` ("nothing was sent")."""
+    if text is None or not text.strip():
+        return None
+    if len(text) > limit:
+        abort(400, description=f"The payload is at most {limit:,} characters: {unchanged}.")
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        abort(400, description=f"The payload is not valid JSON ({error}): {unchanged}.")
+    problem = json_problem(value)
+    if problem is not None:
+        abort(400, description=f"The payload {problem}: {unchanged}.")
+    return value

@@ -28,8 +28,9 @@ from engine.commands import CommandResult
 from engine.commands.skip import SKIPPABLE
 from engine.models import Action
 
-from .. import queries_timeline, queries_tree, step_source, tree_graph, tree_model, users
+from .. import queries_signals, queries_timeline, queries_tree, step_source, tree_graph, tree_model, users
 from ..auth import current_user, requires
+from ..command_refusals import refusal
 from ..database import db
 from ..views import command_response, is_htmx, render
 
@@ -187,6 +188,7 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         "approvable": action.outbound and action.status in status.INCOMPLETE,
         "skippable": skippable(tree, node),
         "leaf_skippable": path is not None and path.invocation is None and skippable(tree, path.leaf),
+        **queries_signals.panel(session, action),
         "now": now,
         "commands_oob": False,
         "live_oob": False,
@@ -318,7 +320,7 @@ def answer(action_id: int, result: CommandResult, done: str, page_id: int | None
         abort(404, description=f"There is no action {action_id}, so nothing was changed.")
     session = db.session
     session.expire_all()
-    message = done if result else refusal(action_id, result)
+    message = done if result else refusal(db.session, action_id, result)
     shown = page_id if page_id is not None else action_id
     context = page(shown, {}) if is_htmx() else {}
     context["live_oob"] = True
@@ -329,34 +331,6 @@ def answer(action_id: int, result: CommandResult, done: str, page_id: int | None
         redirect_to=url_for("action.show", action_id=shown),
         **context,
     )
-
-
-def refusal(action_id: int, result: CommandResult) -> str:
-    state = db.session.scalar(select(Action.status).where(Action.id == action_id)) or "gone"
-    shown = state.replace("_", " ")
-    if result.reason == "already_completed":
-        return f"Action {action_id} is already completed ({shown}): nothing was changed."
-    if result.reason == "not_retryable":
-        return (
-            f"Action {action_id} is {shown}: only a failed, timed-out or cancelled action can be "
-            "retried. Nothing was changed."
-        )
-    if result.reason == "not_failed":
-        return (
-            f"Action {action_id} is {shown}: only a failed or timed-out action can be skipped. "
-            "Nothing was changed."
-        )
-    if result.reason == "not_a_leaf":
-        return (
-            f"Action {action_id} failed because action {result.action_id} below it failed: skip "
-            f"that one (or retry this one). Nothing was changed."
-        )
-    if result.reason == "not_outbound":
-        return (
-            f"Action {action_id} is not outbound: only an outbound action is completed from "
-            "outside. Nothing was changed."
-        )
-    return f"Action {action_id}: {result.reason.replace('_', ' ')}. Nothing was changed."
 
 
 def _text(value: str | None) -> str | None:

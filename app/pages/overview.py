@@ -11,7 +11,6 @@ request and every polling tab (the fragments poll only while the tab is visible)
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Hashable
 from datetime import datetime, timedelta
@@ -150,27 +149,11 @@ def decide(command: Callable[..., CommandResult], action_id: int) -> CommandResu
     note = (request.form.get("note") or "").strip() or None
     if note is not None and len(note) > MAX_NOTE:
         abort(400, description=f"The note is at most {MAX_NOTE:,} characters, so nothing was changed.")
-    payload = json_payload(request.form.get("payload"))
+    payload = schemas.form_json(request.form.get("payload"), MAX_PAYLOAD, "nothing was changed")
     user = current_user()
     return command(
         action_id, by=user.name if user else None, note=note, payload=payload, cause=history.OPERATOR
     )
-
-
-def json_payload(text: str | None) -> Any:
-    """The form's JSON payload (None when blank), or a 400 saying what is wrong with it."""
-    if text is None or not text.strip():
-        return None
-    if len(text) > MAX_PAYLOAD:
-        abort(400, description=f"The payload is at most {MAX_PAYLOAD:,} characters, so nothing was changed.")
-    try:
-        value = json.loads(text)
-    except ValueError as error:
-        abort(400, description=f"The payload is not valid JSON ({error}), so nothing was changed.")
-    problem = schemas.json_problem(value)
-    if problem is not None:
-        abort(400, description=f"The payload {problem}, so nothing was changed.")
-    return value
 
 
 def decided(action_id: int, result: CommandResult, done: str) -> Response:
