@@ -5,7 +5,10 @@
   for one deployment in four, left for an operator to approve), instances launched in
   parallel (retried when a launch fails), a health check with a timeout, then the traffic
   switched. Deployments of one app share a lane: a newer one supersedes the queued one.
-- An ``Order`` whose payment waits for an operator's approval (Approve or Reject).
+- An ``Order``: payment, then stock, then shipping, each stage's result feeding the next;
+  an order of 500.00 or more waits for a manual review (an approval signal with a 30
+  minute deadline): Approve (with ``{"shipping": "express"}`` for the express branch) or
+  Reject in the studio.
 - A ``Report`` whose data fetch sometimes fails (retry it from the studio) and whose PDF
   rendering fails now and then but has a retry policy; a checksum per period makes
   achievements, so a report already published for its period is skipped.
@@ -39,6 +42,10 @@ APPS = ("storefront", "billing-api", "search")
 CUSTOMERS = ("ada", "grace", "linus", "barbara", "ken")
 REPORTS = ("sales", "inventory", "churn")
 PERIODS = ("2025-W01", "2025-W02", "2025-W03")
+#: Orders of this amount or more wait for a manual review (an approval signal)...
+LARGE_ORDER_CENTS = 50_000
+#: ...for at most this long; then the order fails.
+REVIEW_DEADLINE = timedelta(minutes=30)
 
 
 class LaunchFailed(Exception):
@@ -123,29 +130,68 @@ class Order(engine.Actor, db.Model):
 
     @action
     def fulfil(self, step: Any) -> None:
+        """Payment, then stock, then shipping, each stage's result feeding the next; an
+        order of LARGE_ORDER_CENTS or more waits for a manual review first."""
+        step.do("take_payment", self.amount_cents)
+
+    @fulfil.step
+    def screen(self, step: Any) -> dict[str, Any]:
+        payment = step.results[0]
+        if self.amount_cents < LARGE_ORDER_CENTS:
+            step.go_to("reserve")  # small: no review
+        return payment
+
+    @fulfil.step
+    def review(self, step: Any) -> None:
+        """Large orders: an operator approves (optionally {"shipping": "express"}) or rejects."""
+        step.wait_for_approval(timeout=REVIEW_DEADLINE)
+
+    @fulfil.step
+    def reviewed(self, step: Any) -> None:
+        answer = step.signal
+        if answer is None:
+            step.fail(f"manual review: no answer within {REVIEW_DEADLINE}")
+        elif answer.name == "rejected":
+            step.fail(f"manual review: rejected by {answer.sent_by or 'an operator'}")
+        elif isinstance(answer.payload, dict) and answer.payload.get("shipping") == "express":
+            step.go_to("express")
+
+    @fulfil.step
+    def reserve(self, step: Any) -> None:
         step.do("reserve_stock")
 
     @fulfil.step
-    def pay(self, step: Any) -> None:
-        step.do("approve_payment", self.amount_cents)
+    def dispatch(self, step: Any) -> None:
+        stock = step.results[0]
+        step.do("ship", "standard", stock["bin"])
 
     @fulfil.step
-    def dispatch(self, step: Any) -> None:
-        step.do("ship")
+    def delivered(self, step: Any) -> dict[str, Any]:
+        step.finish({"shipping": step.results[0]})
 
-    def reserve_stock(self) -> None:
-        self.reserved = True
+    @fulfil.step
+    def express(self, step: Any) -> None:
+        step.do("reserve_stock")
+        step.do("ship", "express", 0)
 
-    @action(outbound=True)
-    def approve_payment(self, amount_cents: int) -> None:
-        """Waits for an operator: Approve or Reject in the studio."""
+    @fulfil.step
+    def sent_express(self, step: Any) -> dict[str, Any]:
+        return {"shipping": step.results[1]}
 
-    @approve_payment.succeeded
-    def _paid(self, action: Any, amount_cents: int) -> None:
+    @action
+    def take_payment(self, amount_cents: int) -> dict[str, Any]:
         self.paid = True
+        return {"payment": f"pay-{self.id}", "amount_cents": amount_cents}
 
-    def ship(self) -> None:
+    @action
+    def reserve_stock(self) -> dict[str, int]:
+        self.reserved = True
+        return {"bin": 1 + self.id % 40}
+
+    @action
+    def ship(self, speed: str, bin_number: int) -> str:
         self.shipped = True
+        return f"{speed} from bin {bin_number}" if bin_number else speed
 
 
 class Report(engine.Actor, db.Model):
@@ -310,9 +356,6 @@ def roots_in_flight(session: Session, cap: int) -> int:
 
 
 def orders_waiting(session: Session, cap: int) -> int:
-    query = (
-        select(Action.id)
-        .where(Action.status == status.PERFORMING, Action.name == "approve_payment")
-        .limit(cap)
-    )
+    """Orders in flight (some wait for their review), counted up to ``cap``."""
+    query = select(Action.id).where(Action.status == status.PERFORMING, Action.name == "fulfil").limit(cap)
     return session.scalar(select(func.count()).select_from(query.subquery())) or 0
