@@ -103,3 +103,30 @@ def test_grouping_failures_by_error_and_retrying_the_selected_ones(page: Page, s
     entry = page.locator("main tr").filter(has_text="the warehouse answers again")
     expect(entry).to_have_count(1)
     expect(entry).to_contain_text(studio.user)
+
+
+def test_approving_a_waiting_order_with_a_payload_takes_the_branch_it_chose(
+    page: Page, studio: Studio
+) -> None:
+    review = studio.seeded["signal_review"]
+    # Given the overview's waiting list: the review waits for an approval, with its deadline
+    page.goto("/")
+    attention = page.get_by_role("region", name="Needs attention")
+    waiting = attention.locator(f'li[data-action="{review}"]')
+    expect(waiting).to_contain_text("waits for approved or rejected until")
+
+    # When the operator approves it with a payload choosing express shipping
+    waiting.get_by_label(f"JSON payload for action {review}").fill('{"shipping": "express"}')
+    waiting.get_by_label(f"Note for action {review}").fill("VIP customer")
+    waiting.get_by_role("button", name="Approve", exact=True).click()
+    expect(page.locator("#flash")).to_contain_text(f"Action {review} was approved: its step carries on")
+
+    # Then the order took the express branch, and its page says so
+    page.goto(f"/actions/{review}")
+    expect(status_badge(page)).to_have_text("succeeded", timeout=LIVE_MS)
+    steps = page.get_by_role("region", name="Steps")
+    expect(steps).to_contain_text("went to express")
+    expect(page.get_by_label("Result payload")).to_contain_text("express")
+    signals = page.get_by_role("region", name="Signals")
+    expect(signals).to_contain_text("approved")
+    expect(signals).to_contain_text("VIP customer")

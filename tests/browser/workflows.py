@@ -131,6 +131,27 @@ class Refund(engine.Actor, Base):
     def reconcile(self, step: Any) -> None:
         step.wait(timedelta(seconds=30))
 
+    @action(concurrency_key=lambda r: ["reviews", r.id])
+    def review(self, step: Any) -> None:
+        """A large refund waits for a manager's approval signal; its payload picks the branch."""
+        step.wait_for_approval(timeout=timedelta(hours=1))
+
+    @review.step
+    def route(self, step: Any) -> None:
+        answer = step.signal
+        if answer is None or answer.name == "rejected":
+            step.fail("not approved")
+        elif isinstance(answer.payload, dict) and answer.payload.get("shipping") == "express":
+            step.go_to("express")
+
+    @review.step
+    def standard(self, step: Any) -> None:
+        step.finish("standard")
+
+    @review.step
+    def express(self, step: Any) -> str:
+        return "express"
+
 
 def seed(url: str) -> dict[str, Any]:
     """Make the schema and the walk-through's data on ``url``; returns the ids the tests use."""
@@ -203,6 +224,7 @@ def seed(url: str) -> dict[str, Any]:
             forecast = Forecast(region=region, week="2025-W11")
             selected_roots.append(start(forecast, "publish", online=False))
             selected_leaves.append(root(forecast, "open_connection"))
+        reviewed = start(Refund(customer="turing", amount_cents=99_000), "review")
         hopper = Refund(customer="hopper", amount_cents=2500)
         overview_refund = start(hopper, "process")
         overview_approval = root(hopper, "manager_approval")
@@ -225,6 +247,7 @@ def seed(url: str) -> dict[str, Any]:
         "selected_leaves": selected_leaves,
         "overview_refund": overview_refund,
         "overview_approval": overview_approval,
+        "signal_review": reviewed,
     }
 
 
