@@ -48,6 +48,9 @@ class StepShape:
     doc: str | None = None
     children: list[Child] = field(default_factory=list)
     waits: list[str] = field(default_factory=list)
+    #: The decisions its source can take (see ``step_source.Found``): the diagram's edges
+    #: to other steps than the next one.
+    decisions: list[tuple[str, str | None]] = field(default_factory=list)
     #: The source could not be read (a builtin, a function made at run time).
     unknown: bool = False
     where: str | None = None
@@ -154,8 +157,9 @@ def _step_shape(definition: Definition, fn: Callable[..., Any], number: int, kin
         where=where(fn),
     )
     if found is not None:
-        calls, shape.waits = found
-        shape.children = [resolve(definition, call) for call in calls]
+        shape.waits = found.waits
+        shape.children = [resolve(definition, call) for call in found.calls]
+        shape.decisions = found.decisions
     return shape
 
 

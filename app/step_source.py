@@ -111,9 +111,21 @@ class Call:
     own_actor: bool = False
 
 
-def step_calls(fn: Callable[..., Any]) -> tuple[list[Call], list[str]] | None:
-    """The child actions and waits a step function's source starts, or None when its source
-    cannot be read."""
+@dataclass(frozen=True)
+class Found:
+    """What a step function's source starts and decides."""
+
+    calls: list[Call]
+    #: Timers (``step.wait``) and waits for signals (``step.wait_for…``), as written.
+    waits: list[str]
+    #: The decisions it can take: ("go_to", step name or None when not a literal),
+    #: ("finish", None), ("fail", None); each once, in source order.
+    decisions: list[tuple[str, str | None]]
+
+
+def step_calls(fn: Callable[..., Any]) -> Found | None:
+    """The child actions, waits and decisions a step function's source starts, or None when
+    its source cannot be read."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return None
@@ -121,17 +133,17 @@ def step_calls(fn: Callable[..., Any]) -> tuple[list[Call], list[str]] | None:
 
 
 @lru_cache(maxsize=1024)
-def _step_calls(code: Any) -> tuple[list[Call], list[str]] | None:
+def _step_calls(code: Any) -> Found | None:
     node = _function_node(code)
     if node is None:
         return None
     params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
     if len(params) < 2:
-        return [], []
+        return Found([], [], [])
     finder = _CallFinder(actor=params[0], step=params[1])
     for statement in node.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else [node.body]:
         finder.visit(statement)
-    return finder.calls, finder.waits
+    return Found(finder.calls, finder.waits, finder.decisions)
 
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
@@ -180,6 +192,7 @@ class _CallFinder(ast.NodeVisitor):
         self.step = step
         self.calls: list[Call] = []
         self.waits: list[str] = []
+        self.decisions: list[tuple[str, str | None]] = []
         self._loops = 0
         self._conditions = 0
 
@@ -218,6 +231,14 @@ class _CallFinder(ast.NodeVisitor):
                 self.calls.append(self._on(node))
             elif func.attr == "wait" and node.args:
                 self.waits.append(ast.unparse(node.args[0]))
+            elif func.attr in ("wait_for", "wait_for_all", "wait_for_approval"):
+                self.waits.append(_signal_wait(func.attr, node))
+            elif func.attr in ("go_to", "finish", "fail"):
+                target = node.args[0] if func.attr == "go_to" and node.args else None
+                literal = isinstance(target, ast.Constant) and isinstance(target.value, str)
+                decision = (func.attr, str(target.value) if literal else None)  # type: ignore[union-attr]
+                if decision not in self.decisions:
+                    self.decisions.append(decision)
         self.generic_visit(node)
 
     def _call(self, node: ast.Call, name: str | None, on: ast.expr | None) -> Call:
@@ -252,6 +273,17 @@ class _CallFinder(ast.NodeVisitor):
         if isinstance(target, ast.Attribute):
             return self._call(node, target.attr, actors)
         return self._call(node, None, actors)
+
+
+def _signal_wait(kind: str, node: ast.Call) -> str:
+    """A wait for signals as the catalog says it: "signal approved or rejected, 1 h"."""
+    names = ["approved", "rejected"] if kind == "wait_for_approval" else [ast.unparse(a) for a in node.args]
+    joiner = " and " if kind == "wait_for_all" else " or "
+    timeout = next((ast.unparse(k.value) for k in node.keywords if k.arg == "timeout"), None)
+    if kind == "wait_for_approval" and node.args and timeout is None:
+        timeout = ast.unparse(node.args[0])
+    shown = joiner.join(n.strip("'\"") for n in names)
+    return f"signal {shown}" + (f" (timeout {timeout})" if timeout else "")
 
 
 def source_of(fn: Callable[..., Any]) -> str:

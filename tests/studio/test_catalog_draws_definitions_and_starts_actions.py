@@ -132,7 +132,7 @@ def test_the_children_of_a_step_are_read_from_its_source() -> None:
     shape = catalog.shape(engine.registry.find(Car, "road_trip"))  # type: ignore[arg-type]
 
     # Then each call is named with how it is made
-    (call,) = catalog.step_calls(lambda_trip.steps[0])[0]  # type: ignore[index]
+    (call,) = catalog.step_calls(lambda_trip.steps[0]).calls  # type: ignore[union-attr]
     assert call == catalog.Call("visit", "step.do('visit', 'Paris')")
     go = shape.steps[2]
     assert [(c.call.name, c.call.on, c.call.repeated, c.kind) for c in go.children] == [
