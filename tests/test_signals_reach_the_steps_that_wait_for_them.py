@@ -154,18 +154,19 @@ def test_two_signals_to_one_wait_consume_one_and_keep_the_other(session: Session
     assert action.status == "performing"
 
 
-def test_all_of_waits_for_each_signal(session: Session, car: Car) -> None:
-    # Given an order that ships once both payment and stock are confirmed
-    seen: list[list[str]] = []
+def test_all_of_waits_for_each_signal_and_both_beat_their_deadline(session: Session, car: Car) -> None:
+    # Given an order that ships once both payment and stock are confirmed, within an hour
+    testing.freeze()
+    seen: list[tuple[list[str], bool]] = []
     order = engine.define(Car, "order")
 
     @order.step
     def confirm(car: Car, step: engine.StepContext) -> None:
-        step.wait_for_all("paid", "in_stock")
+        step.wait_for_all("paid", "in_stock", timeout=3600)
 
     @order.step
     def ship(car: Car, step: engine.StepContext) -> None:
-        seen.append([s.name for s in step.received])
+        seen.append(([s.name for s in step.received], step.deadline_passed))
 
     action = start(session, car, "order")
 
@@ -173,10 +174,15 @@ def test_all_of_waits_for_each_signal(session: Session, car: Car) -> None:
     testing.send_signal(action, "in_stock")
     session.refresh(action)
     assert action.status == "performing"
+    testing.travel(timedelta(minutes=30))
     testing.send_signal(action, "paid")
     session.refresh(action)
     assert action.status == "succeeded"
-    assert seen == [["paid", "in_stock"]]  # in the order the step waited for them
+    assert seen == [(["paid", "in_stock"], False)]  # in the order the step waited for them
+    # And the deadlines that were not reached change nothing when they come
+    testing.travel(timedelta(hours=2))
+    testing.drain()
+    assert len(seen) == 1
 
 
 @pytest.mark.parametrize("winner", ["signal", "timer"])
