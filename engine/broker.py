@@ -34,6 +34,7 @@ TIMEOUT = "stepwise.timeout"
 WAIT_OVER = "stepwise.wait_over"
 COMPLETE = "stepwise.complete"
 MATCH_SIGNALS = "stepwise.match_signals"
+REMIND = "stepwise.remind"
 
 _AFTER_COMMIT = "stepwise.after_commit"
 db.COMMIT_BUFFERS.add(_AFTER_COMMIT)

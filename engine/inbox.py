@@ -15,7 +15,7 @@ waiting step (its counter), then, if the step is done, its action's lane.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
@@ -26,11 +26,13 @@ from . import arguments, broker, clock, group_commit, history, registry, status
 from .action import Action
 from .completion import conclude
 from .errors import ArgumentError, SignalRefused
-from .invocation import Invocation
+from .invocation import Invocation, invoke
 from .signal import NAME_LENGTH, SIGNAL_WAIT, Signal
 from .step import Step
 
 APPROVED, REJECTED = "approved", "rejected"
+#: The kind of the invocation that starts a reminder when an approval is late.
+REMIND = "remind"
 
 #: An action by id, or the newest action of this name on this actor (as ``complete``
 #: finds its action): ``(actor, name)``, or ``(actor_type, actor_id, name)`` as stored.
@@ -47,6 +49,100 @@ class Received:
     sent_by: str | None
     note: str | None
     sent_at: datetime
+
+
+@dataclass(frozen=True)
+class WaitFor:
+    """A step's wait for signals, before it is recorded: any of ``names``, until
+    ``timeout``; ``reminder`` (an action name) is started once ``remind_after`` passed
+    without an answer."""
+
+    names: list[str]
+    timeout: timedelta | None = None
+    remind_after: timedelta | None = None
+    reminder: str | None = None
+
+
+def record_waits(session: Session, action: Action, step: Step, waits: list[WaitFor]) -> list[Invocation]:
+    """Record a body's waits for signals (the step waits on each), their deadlines and
+    reminders; the inbox is matched against them once this commits."""
+    if not waits:
+        return []
+    now = clock.now()
+    rows = [
+        Invocation(
+            kind="wait",
+            actor_type=action.actor_type,
+            actor_id=action.actor_id,
+            name=SIGNAL_WAIT,
+            arguments_json=wait.names,
+            parent_step_id=step.id,
+            due_at=now + wait.timeout if wait.timeout is not None else None,
+            created_at=now,
+        )
+        for wait in waits
+    ]
+    session.add_all(rows)
+    session.flush()
+    for row, wait in zip(rows, waits, strict=True):
+        if wait.timeout is not None:
+            broker.enqueue(session, broker.WAIT_OVER, row.id, delay=wait.timeout)
+        if wait.reminder is not None and wait.remind_after is not None:
+            _remind_later(session, action, row, wait.reminder, now + wait.remind_after)
+    broker.enqueue(session, broker.MATCH_SIGNALS, action.id)
+    waiting = [{"invocation_id": w.id, "names": w.arguments_json, "until": _iso(w.due_at)} for w in rows]
+    history.record(session, action, "waiting_for_signals", step_id=step.id, waits=waiting)
+    return rows
+
+
+def _remind_later(session: Session, action: Action, wait: Invocation, reminder: str, at: datetime) -> None:
+    """A reminder is an invocation of kind "remind" (not waited on by the step): at ``at``,
+    if ``wait`` is still open, it starts ``reminder`` on the actor with the action's id."""
+    request = Invocation(
+        kind=REMIND,
+        actor_type=action.actor_type,
+        actor_id=action.actor_id,
+        name=reminder,
+        arguments_json=[action.id, wait.id],
+        due_at=at,
+        created_at=clock.now(),
+    )
+    session.add(request)
+    session.flush()
+    broker.enqueue(session, broker.REMIND, request.id, delay=at - clock.now())
+
+
+def remind(session: Session, request_id: int) -> timedelta | None:
+    """Carry out a reminder once: start its action if the approval it is for is still not
+    answered, else settle it as not needed. Early: how long until it is due."""
+    request = session.scalars(
+        select(Invocation)
+        .where(Invocation.id == request_id, Invocation.kind == REMIND)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).one_or_none()
+    if request is None or request.settled_at is not None:
+        return None
+    if request.due_at is not None and clock.now() < request.due_at:
+        return request.due_at - clock.now()
+    action_id, wait_id = request.arguments_json
+    wait = session.get(Invocation, wait_id)
+    action = session.get(Action, action_id)
+    request.settled_at = clock.now()
+    if wait is None or wait.concluded_at is not None or action is None:
+        request.outcome = "not_needed"
+        return None
+    actor = registry.load_actor(session, request.actor_type, request.actor_id)
+    reminded = invoke(session, actor, request.name, [action_id])
+    request.outcome = "reminded"
+    history.record(
+        session, action, "reminded", invocation_id=reminded.id, reminder=request.name, wait_id=wait_id
+    )
+    return None
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
 
 
 def check_name(name: str) -> str:

@@ -112,6 +112,15 @@ def match_signals(action_id: int) -> None:
     run_steps(inbox.match_after_commit(action_id))
 
 
+@dramatiq.actor(actor_name=broker.REMIND, **OPTIONS)
+def remind(request_id: int) -> None:
+    """An approval is late: start its reminder action, once (not if it was answered)."""
+    early, ready, admissions = group_commit.run(lambda session: inbox.remind(session, request_id))
+    if early is not None:
+        broker.send(broker.REMIND, request_id, delay=early)
+    run_steps(ready, admissions)
+
+
 @dramatiq.actor(actor_name=broker.COMPLETE, **OPTIONS)
 def complete(
     actor_type: str,

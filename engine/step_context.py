@@ -7,7 +7,7 @@ as an invocation that concludes its step exactly once (invariant 3).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
@@ -18,7 +18,6 @@ from .errors import ArgumentError
 from .inbox import Received
 from .invocation import Invocation, request
 from .result import Child
-from .signal import SIGNAL_WAIT
 
 if TYPE_CHECKING:
     from .action import Action
@@ -37,8 +36,8 @@ class StepContext:
         self.action = action
         self._children: list[tuple[Any, str, tuple[Any, ...]]] = []
         self._waits: list[timedelta] = []
-        #: Waits for signals: the names each waits for (any of them), and its deadline.
-        self._signal_waits: list[tuple[list[str], timedelta | None]] = []
+        #: Waits for signals: what each waits for (any of the names), its deadline and reminder.
+        self._signal_waits: list[inbox.WaitFor] = []
         self._failed = False
         #: The decision the body took (None: the next step) and, for ``finish``, its result.
         self.decision: dict[str, Any] | None = None
@@ -126,7 +125,7 @@ class StepContext:
         reads what came (``step.signal``, ``step.received``) or ``step.deadline_passed``."""
         if not names:
             raise ArgumentError("wait_for takes the name of at least one signal")
-        self._signal_waits.append(([inbox.check_name(n) for n in names], _duration(timeout)))
+        self._signal_waits.append(inbox.WaitFor([inbox.check_name(n) for n in names], _duration(timeout)))
 
     def wait_for_all(self, *names: str, timeout: timedelta | float | None = None) -> None:
         """Hold this step open until each of the signals ``names`` arrived (or each one's
@@ -134,10 +133,28 @@ class StepContext:
         for name in names:
             self.wait_for(name, timeout=timeout)
 
-    def wait_for_approval(self, timeout: timedelta | float | None = None) -> None:
+    def wait_for_approval(
+        self,
+        timeout: timedelta | float | None = None,
+        *,
+        remind_after: timedelta | float | None = None,
+        reminder: str | None = None,
+    ) -> None:
         """Wait for "approved" or "rejected" (``engine.approve`` / ``engine.reject``, or the
-        studio's buttons); the next step reads ``step.signal.name``."""
+        studio's buttons); the next step reads ``step.signal.name``. With ``remind_after``
+        and ``reminder`` (an action name on this actor, called with this action's id), the
+        reminder action is started once if no answer came by then."""
+        if (remind_after is None) != (reminder is None):
+            raise ArgumentError("wait_for_approval takes remind_after and reminder together")
         self.wait_for(inbox.APPROVED, inbox.REJECTED, timeout=timeout)
+        if reminder is not None:
+            find_or_add(type(self.action.actor), reminder).check_runnable()
+            self._signal_waits[-1] = inbox.WaitFor(
+                self._signal_waits[-1].names,
+                self._signal_waits[-1].timeout,
+                _duration(remind_after),
+                reminder,
+            )
 
     def wait(self, duration: timedelta | float) -> None:
         """Hold this step open for ``duration`` (a timedelta or seconds)."""
@@ -179,37 +196,7 @@ class StepContext:
             )
             for duration in self._waits
         ]
-        signal_waits = [
-            Invocation(
-                kind="wait",
-                actor_type=self.action.actor_type,
-                actor_id=self.action.actor_id,
-                name=SIGNAL_WAIT,
-                arguments_json=names,
-                parent_step_id=self.step.id,
-                due_at=now + timeout if timeout is not None else None,
-                created_at=now,
-            )
-            for names, timeout in self._signal_waits
-        ]
-        if signal_waits:
-            self.session.add_all(signal_waits)
-            self.session.flush()
-            for wait, (_names, timeout) in zip(signal_waits, self._signal_waits, strict=True):
-                if timeout is not None:
-                    broker.enqueue(self.session, broker.WAIT_OVER, wait.id, delay=timeout)
-            # The inbox may hold what they wait for: matched once this commits.
-            broker.enqueue(self.session, broker.MATCH_SIGNALS, self.action.id)
-            history.record(
-                self.session,
-                self.action,
-                "waiting_for_signals",
-                step_id=self.step.id,
-                waits=[
-                    {"invocation_id": w.id, "names": w.arguments_json, "until": _iso(w.due_at)}
-                    for w in signal_waits
-                ],
-            )
+        signal_waits = inbox.record_waits(self.session, self.action, self.step, self._signal_waits)
         if children or waits:
             self.session.add_all([*children, *waits])
             self.session.flush()
@@ -234,10 +221,6 @@ def _duration(value: timedelta | float | None) -> timedelta | None:
     if value is None or isinstance(value, timedelta):
         return value
     return timedelta(seconds=value)
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment is not None else None
 
 
 def _actors(actors: Any) -> Iterable[Any]:

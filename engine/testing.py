@@ -53,6 +53,7 @@ def setup() -> StubBroker:
         jobs.timeout,
         jobs.wait_over,
         jobs.match_signals,
+        jobs.remind,
         jobs.complete,
     ):
         stub.declare_actor(job)

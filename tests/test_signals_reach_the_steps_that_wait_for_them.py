@@ -372,3 +372,64 @@ def test_the_sweeper_matches_a_signal_whose_match_message_was_lost(session: Sess
     assert report.signals == 1
     assert seen == [{"name": "go"}]
     assert inbox(session, action) == [("go", True)]
+
+
+def declare_expense(reminded: list[int]) -> None:
+    expense = engine.define(Car, "expense")
+
+    @expense.step
+    def ask(car: Car, step: engine.StepContext) -> None:
+        step.wait_for_approval(timeout=timedelta(hours=8), remind_after=timedelta(hours=1), reminder="nudge")
+
+    @expense.step
+    def after(car: Car, step: engine.StepContext) -> None:
+        pass
+
+    engine.define(Car, "nudge", lambda car, action_id: reminded.append(action_id))
+
+
+def test_a_late_approval_starts_its_reminder_once(session: Session, car: Car) -> None:
+    # Given an expense waiting for approval, with a reminder after an hour
+    testing.freeze()
+    reminded: list[int] = []
+    declare_expense(reminded)
+    action = start(session, car, "expense")
+
+    # When the hour passes without an answer, and more time after it
+    testing.travel(timedelta(minutes=61))
+    testing.drain()
+    testing.travel(timedelta(minutes=61))
+    testing.drain()
+
+    # Then the reminder action ran once, with the action's id, and the history says so
+    assert reminded == [action.id]
+    events = session.scalars(
+        select(ActionEvent.event).where(ActionEvent.action_id == action.id, ActionEvent.event == "reminded")
+    ).all()
+    assert events == ["reminded"]
+    session.refresh(action)
+    assert action.status == "performing"  # still waiting for its answer
+
+
+def test_an_approval_answered_in_time_needs_no_reminder(session: Session, car: Car) -> None:
+    testing.freeze()
+    reminded: list[int] = []
+    declare_expense(reminded)
+    action = start(session, car, "expense")
+    testing.send_signal(action, "approved")
+    testing.travel(timedelta(hours=2))
+    testing.drain()
+    assert reminded == []
+    session.refresh(action)
+    assert action.status == "succeeded"
+
+
+def test_a_reminder_must_name_an_action_and_come_with_its_delay(session: Session, car: Car) -> None:
+    odd = engine.define(Car, "odd")
+
+    @odd.step
+    def ask(car: Car, step: engine.StepContext) -> None:
+        step.wait_for_approval(reminder="nudge")
+
+    with pytest.raises(engine.ArgumentError, match="remind_after and reminder together"):
+        engine.now(car, "odd")
