@@ -22,8 +22,9 @@ from tests.studio.action_page_scenarios import counting_queries, generated_tree
 from tests.studio.support import HTMX, StudioClient
 
 #: The page's queries: the signed-in user, the action, the tree's actions, steps, edges and
-#: unadmitted invocations, the failing leaf's traceback, the history and the errors.
-PAGE_QUERIES = 9
+#: unadmitted invocations, the failing leaf's traceback, the history and the errors, and the
+#: action's own signals panel (its steps' decisions, its inbox, its open waits).
+PAGE_QUERIES = 12
 BUDGET_SECONDS = 0.300
 
 
