@@ -68,6 +68,7 @@ STEP_COLUMNS: tuple[Any, ...] = (
     Step.performed_at,
     Step.completed_at,
     Step.visit,
+    Step.decision,
 )
 
 INVOCATION_COLUMNS: tuple[Any, ...] = (
@@ -85,6 +86,7 @@ INVOCATION_COLUMNS: tuple[Any, ...] = (
     Invocation.settled_at,
     Invocation.concluded_at,
     Invocation.succeeded,
+    Invocation.arguments_json,
 )
 
 

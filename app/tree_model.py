@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from engine import status
 
@@ -84,6 +85,8 @@ class StepNode:
     completed_at: datetime | None
     #: Which time the action runs this step (1 = the first; a decision going back opens another).
     visit: int = 1
+    #: The body's decision (``{"go_to": name}``, ``{"finish": true}``, ``{"fail": reason}``), if any.
+    decision: dict[str, Any] | None = None
     children: list[int] = field(default_factory=list)
     invocations: list[Unadmitted] = field(default_factory=list)
 
@@ -116,6 +119,8 @@ class Unadmitted:
     settled_at: datetime | None
     concluded_at: datetime | None
     succeeded: bool | None
+    #: Its arguments: a wait for signals lists the names it waits for.
+    arguments_json: Any = None
 
     @property
     def actor(self) -> str:

@@ -188,7 +188,7 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         "approvable": action.outbound and action.status in status.INCOMPLETE,
         "skippable": skippable(tree, node),
         "leaf_skippable": path is not None and path.invocation is None and skippable(tree, path.leaf),
-        **queries_signals.panel(session, action),
+        **queries_signals.panel(session, action, node.steps),
         "now": now,
         "commands_oob": False,
         "live_oob": False,

@@ -23,8 +23,8 @@ from tests.studio.support import HTMX, StudioClient
 
 #: The page's queries: the signed-in user, the action, the tree's actions, steps, edges and
 #: unadmitted invocations, the failing leaf's traceback, the history and the errors, and the
-#: action's own signals panel (its steps' decisions, its inbox, its open waits).
-PAGE_QUERIES = 12
+#: action's own inbox (its signals).
+PAGE_QUERIES = 10
 BUDGET_SECONDS = 0.300
 
 
