@@ -27,7 +27,7 @@ from flask import (
 )
 from werkzeug.wrappers import Response as BaseResponse
 
-from . import csrf, users
+from . import csrf, security, users
 from .views import render, wants_json
 
 bp = Blueprint("auth", __name__)
@@ -106,6 +106,7 @@ def safe_next(target: str | None) -> str:
 
 @bp.route("/login", methods=["GET", "POST"])
 @public
+@security.sign_in_limits
 def login() -> Any:
     if request.method == "GET":
         if g.get("user") is not None:

@@ -20,7 +20,7 @@ from engine import testing
 from tests.domain import Car
 from tests.studio.support import HTMX, StudioClient
 
-POLLING = "hx-trigger=\"every 3s [document.visibilityState === 'visible']\""
+POLLING = "hx-trigger=\"every 3s, stepwise:visible\""
 
 
 def order_paint(car: Car, color: str) -> None:
