@@ -14,7 +14,6 @@ unless ``RATELIMIT_STORAGE_URI`` names a shared one (``redis://…``) for severa
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -131,7 +130,7 @@ def retry_after() -> int:
     limit: RequestLimit | None = limiter.current_limit
     if limit is None:
         return 60
-    return max(1, math.ceil(limit.reset_at - time.time()))
+    return max(1, int(limit.reset_at - time.time()))
 
 
 def too_many(error: TooManyRequests) -> ResponseReturnValue:

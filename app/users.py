@@ -147,6 +147,10 @@ def _last_admin(user: User) -> bool:
     return db.session.scalar(others.limit(1)) is None
 
 
+def commit() -> None:
+    db.session.commit()
+
+
 def check_role(role: str) -> None:
     if role not in ROLES:
         raise UserError(f"{role!r} is not a role: use one of {', '.join(ROLES)}")
