@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from flask import Flask, current_app, make_response, request
+from flask import Flask, abort, current_app, make_response, request
 from flask.typing import ResponseReturnValue
 from flask_limiter import Limiter, RequestLimit
 from flask_limiter.util import get_remote_address
@@ -78,6 +78,20 @@ class BoundedInt(IntegerConverter):
     def __init__(self, map: Any, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("max", MAX_ID)
         super().__init__(map, *args, **kwargs)
+
+
+def refuse_nul_characters() -> None:
+    """No field of a URL or a form may hold a NUL character: no studio value has one, and
+    PostgreSQL cannot store or compare one. Refused here, naming the field, for every view."""
+    fields = [*(request.view_args or {}).items(), *request.args.items(multi=True)]
+    if request.mimetype in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        fields += request.form.items(multi=True)
+    for name, value in fields:
+        if isinstance(value, str) and "\x00" in value:
+            abort(
+                400,
+                description=f"The field {name!r} holds a NUL character, which no value here may: remove it.",
+            )
 
 
 def add_headers(response: Response) -> Response:
@@ -159,5 +173,6 @@ def init_app(app: Flask) -> None:
     ``create_app`` has put ``DEFAULTS`` in the configuration."""
     app.url_map.converters["int"] = BoundedInt
     limiter.init_app(app)
+    app.before_request(refuse_nul_characters)
     app.after_request(add_headers)
     app.register_error_handler(429, too_many)

@@ -15,7 +15,7 @@ from engine.models import Action
 
 from .. import queries, queries_lanes
 from ..database import db
-from ..views import render, wants_fragment
+from ..views import int_arg, render, wants_fragment
 
 bp = Blueprint("lanes", __name__, url_prefix="/lanes")
 
@@ -53,7 +53,7 @@ def show() -> Response:
     """One lane by its key: current action, why it is not moving, the whole queue (keyset
     paginated) and the latest actions of the key."""
     key = request.args.get("key", "")
-    after = request.args.get("after", type=int)
+    after = int_arg("after")
     session = db.session()
     lane = queries_lanes.lane(session, key) if key else None
     pending: list[Action] = []
