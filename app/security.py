@@ -82,7 +82,10 @@ class BoundedInt(IntegerConverter):
 
 def refuse_nul_characters() -> None:
     """No field of a URL or a form may hold a NUL character: no studio value has one, and
-    PostgreSQL cannot store or compare one. Refused here, naming the field, for every view."""
+    PostgreSQL cannot store or compare one. Refused here, naming the field, for every view
+    but the API's, which answers its own ``bad_parameter`` for it (app/pages/api.py)."""
+    if request.path.startswith("/api/"):
+        return
     fields = [*(request.view_args or {}).items(), *request.args.items(multi=True)]
     if request.mimetype in ("application/x-www-form-urlencoded", "multipart/form-data"):
         fields += request.form.items(multi=True)

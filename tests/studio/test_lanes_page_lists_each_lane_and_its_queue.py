@@ -20,7 +20,7 @@ from engine import testing
 from tests.domain import Car
 from tests.studio.support import HTMX, StudioClient
 
-POLLING = "hx-trigger=\"every 3s, stepwise:visible\""
+POLLING = 'hx-trigger="every 3s, stepwise:visible"'
 
 
 def order_paint(car: Car, color: str) -> None:
@@ -97,8 +97,13 @@ def test_lanes_come_a_page_at_a_time_in_key_order_and_filter_by_prefix(
 
     # And a prefix keeps the lanes whose key starts with it
     assert lanes_on(viewer_client.get("/lanes/?sort=key&single=1&q=paint/g").text) == ["paint/green"]
-    assert lanes_on(viewer_client.get("/lanes/?sort=key&single=1&q=paint/").text) == ["paint/blue", "paint/green"]
-    assert "No lane has a current action under “paint/x”" in viewer_client.get("/lanes/?single=1&q=paint/x").text
+    assert lanes_on(viewer_client.get("/lanes/?sort=key&single=1&q=paint/").text) == [
+        "paint/blue",
+        "paint/green",
+    ]
+    assert (
+        "No lane has a current action under “paint/x”" in viewer_client.get("/lanes/?single=1&q=paint/x").text
+    )
 
 
 def test_the_list_refreshes_itself_while_it_shows_lanes_and_stops_when_they_are_idle(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from typing import Any
 from urllib.parse import quote
 
@@ -20,6 +21,7 @@ import pytest
 from flask import Flask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 from sqlalchemy.orm import Session
 from werkzeug.routing import Rule
 
@@ -31,6 +33,8 @@ from tests.studio.support import HTMX, PASSWORD, StudioClient
 from tests.studio.support_webhooks import SECRET, unix_now
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
+# Hypothesis's caches go to the temporary folder, not .hypothesis/ in the checkout.
+set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "stepwise-hypothesis"))
 
 #: Every parameter name a view reads, and a few it does not.
 PARAMS = sorted(
