@@ -11,8 +11,8 @@ keeps them (and their rows), and only gains the columns it lacks. The engine nev
 the studio, so the tables are spelled out here; tests/studio/test_studio_tables_are_migrated.py
 keeps them equal to the studio's models.
 
-Revision ID: 0003_studio
-Revises: 0002
+Revision ID: 0007_studio
+Revises: 0006
 Create Date: 2026-12-01
 """
 
@@ -24,8 +24,8 @@ import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision: str = "0003_studio"
-down_revision: str | Sequence[str] | None = "0002"
+revision: str = "0007_studio"
+down_revision: str | Sequence[str] | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
