@@ -9,8 +9,8 @@ current one has nothing contending for it and is left out unless asked for (``si
 wait is what tells the contended lanes apart.)
 
 A page of lanes costs a fixed number of queries whatever the number of lanes: one for the
-page (the queue lengths and oldest waits of the lanes, one GROUP BY over the pending actions
-through ix_stepwise_actions_status), then one per kind of fact (current actions, their
+page (the queue lengths and oldest waits of the lanes, one GROUP BY over the lanes' live
+members through ix_stepwise_actions_lane), then one per kind of fact (current actions, their
 current steps, queues, children, deadlocks), each over the lanes on the page only.
 """
 
@@ -167,15 +167,24 @@ def _queued_per_lane() -> Any:
     """Per lane: how many pending actions wait behind its current one, and the oldest's time."""
     return (
         select(
-            Action.performance_id.label("lane_id"),
+            Performance.id.label("lane_id"),
             func.count().label("queued"),
             func.min(Action.created_at).label("oldest"),
         )
-        .join(Performance, Performance.id == Action.performance_id)
-        .where(Action.status == status.PENDING, Action.id != Performance.action_id)
-        .group_by(Action.performance_id)
+        .join(Performance, Performance.concurrency_key == Action.concurrency_key)
+        .where(*_QUEUED)
+        .group_by(Performance.id)
         .subquery()
     )
+
+
+#: A lane's queued actions: its live members (ix_stepwise_actions_lane, whose condition is
+#: repeated so that SQLite uses that partial index) that are pending, other than the current.
+_QUEUED = (
+    Action.status.in_((status.PENDING, status.PERFORMING)),
+    Action.status == status.PENDING,
+    Action.id != Performance.action_id,
+)
 
 
 def _count_queues(session: Session, found: list[Lane]) -> None:
@@ -183,14 +192,10 @@ def _count_queues(session: Session, found: list[Lane]) -> None:
     if not found:
         return
     rows = session.execute(
-        select(Action.performance_id, func.count(), func.min(Action.created_at))
-        .join(Performance, Performance.id == Action.performance_id)
-        .where(
-            Action.performance_id.in_([lane.id for lane in found]),
-            Action.status == status.PENDING,
-            Action.id != Performance.action_id,
-        )
-        .group_by(Action.performance_id)
+        select(Performance.id, func.count(), func.min(Action.created_at))
+        .join(Performance, Performance.concurrency_key == Action.concurrency_key)
+        .where(Performance.id.in_([lane.id for lane in found]), *_QUEUED)
+        .group_by(Performance.id)
     )
     counts = {lane_id: (count, oldest) for lane_id, count, oldest in rows}
     for lane in found:
