@@ -309,7 +309,7 @@ def test_no_route_answers_a_5xx_whatever_it_is_sent(app: Flask, admin: StudioCli
     assert not failures, "\n\n".join(failures)
 
 
-def signed_delivery(client: StudioClient, raw: bytes) -> Any:
+def signed_delivery(client: StudioClient, raw: bytes, url: str = "/webhooks/complete") -> Any:
     from app.pages.webhooks import sign
 
     stamp = str(unix_now())
@@ -318,9 +318,10 @@ def signed_delivery(client: StudioClient, raw: bytes) -> Any:
         "X-Stepwise-Timestamp": stamp,
         "X-Stepwise-Signature": sign(SECRET, stamp, raw),
     }
-    return client.post("/webhooks/complete", data=raw, headers=headers)
+    return client.post(url, data=raw, headers=headers)
 
 
+WEBHOOKS = ("/webhooks/complete", "/webhooks/signal")
 JSON_VALUES = st.recursive(
     st.one_of(
         st.none(),
@@ -359,7 +360,8 @@ def test_the_webhook_answers_every_signed_body_without_a_5xx(
         b"\xff\xfe",
         b"x" * (2 * 1024 * 1024),
     ):
-        assert signed_delivery(client, raw).status_code < 500
+        for url in WEBHOOKS:
+            assert signed_delivery(client, raw, url).status_code < 500, url
 
     @settings(
         max_examples=EXAMPLES * 4,
@@ -368,10 +370,10 @@ def test_the_webhook_answers_every_signed_body_without_a_5xx(
         derandomize=True,
         suppress_health_check=list(HealthCheck),
     )
-    @given(body=COMPLETIONS | JSON_VALUES)
-    def probe(body: Any) -> None:
-        answer = signed_delivery(client, json.dumps(body).encode())
-        assert answer.status_code < 500, f"{body!r} -> {answer.status_code}: {answer.text[:300]}"
+    @given(body=COMPLETIONS | JSON_VALUES, url=st.sampled_from(WEBHOOKS))
+    def probe(body: Any, url: str) -> None:
+        answer = signed_delivery(client, json.dumps(body).encode(), url)
+        assert answer.status_code < 500, f"{url} {body!r} -> {answer.status_code}: {answer.text[:300]}"
 
     probe()
 
@@ -380,11 +382,15 @@ def test_a_viewer_is_refused_every_command_without_a_5xx(
     app: Flask, viewer_client: StudioClient, some_work: None
 ) -> None:
     for rule, method in routes(app):
-        if method != "POST" or rule.endpoint in (
-            "auth.login",
-            "auth.logout",
-            "auth.password",
-            "webhooks.complete",
+        if (
+            method != "POST"
+            or rule.endpoint.startswith("webhooks.")
+            or rule.endpoint
+            in (
+                "auth.login",
+                "auth.logout",
+                "auth.password",
+            )
         ):
             continue
         path = path_of(rule, {name: "1" for name in rule.arguments})
