@@ -74,7 +74,7 @@ def not_the_studios(name: str | None, type_: str, parent_names: Any) -> bool:
 
 def differences(sa_engine: Engine) -> list[Any]:
     """What Alembic's autogenerate would change to make the database match the models (the
-    studio's tables, which migration 0007_studio makes too, are compared with the studio's
+    studio's tables, which migration 0008_studio makes too, are compared with the studio's
     models in tests/studio/test_studio_tables_are_migrated.py)."""
     with sa_engine.connect() as connection:
         opts = {"version_table": migrate.VERSION_TABLE, "include_name": not_the_studios}

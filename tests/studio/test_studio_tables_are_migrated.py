@@ -60,10 +60,10 @@ def test_the_migrations_make_the_studios_tables_as_its_models_describe_them(tmp_
 def test_studio_tables_made_by_the_old_create_all_keep_their_rows_and_gain_the_new_columns(
     tmp_path: Path,
 ) -> None:
-    # Given a database migrated to 0006 whose users table the studio made itself, with a user
+    # Given a database migrated to 0007 whose users table the studio made itself, with a user
     old = create_engine(f"sqlite:///{tmp_path / 'old.db'}")
     try:
-        engine.upgrade(old, "0006")
+        engine.upgrade(old, "0007")
         before = MetaData()
         Table(
             "studio_users",

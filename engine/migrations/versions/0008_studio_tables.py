@@ -11,8 +11,8 @@ keeps them (and their rows), and only gains the columns it lacks. The engine nev
 the studio, so the tables are spelled out here; tests/studio/test_studio_tables_are_migrated.py
 keeps them equal to the studio's models.
 
-Revision ID: 0007_studio
-Revises: 0006
+Revision ID: 0008_studio
+Revises: 0007
 Create Date: 2026-12-01
 """
 
@@ -24,8 +24,8 @@ import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision: str = "0007_studio"
-down_revision: str | Sequence[str] | None = "0006"
+revision: str = "0008_studio"
+down_revision: str | Sequence[str] | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
