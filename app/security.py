@@ -22,7 +22,6 @@ from flask.typing import ResponseReturnValue
 from flask_limiter import Limiter, RequestLimit
 from flask_limiter.util import get_remote_address
 from werkzeug.exceptions import TooManyRequests
-from werkzeug.routing import IntegerConverter
 from werkzeug.wrappers import Response
 
 #: The policy of every page: nothing inline, nothing from elsewhere, never framed.
@@ -71,13 +70,14 @@ DEFAULTS: dict[str, Any] = {
 limiter = Limiter(key_func=get_remote_address, default_limits=[], strategy="moving-window")
 
 
-class BoundedInt(IntegerConverter):
-    """``<int:id>`` that matches only what a BIGINT column holds: a larger id is a 404
-    ("no such action"), never an overflow inside the database driver."""
-
-    def __init__(self, map: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("max", MAX_ID)
-        super().__init__(map, *args, **kwargs)
+def refuse_out_of_range_ids() -> None:
+    """An ``<int:…_id>`` in a URL larger than a BIGINT column holds names nothing: a 404
+    that says so, before any view hands it to the database driver (which would overflow)."""
+    for name, value in (request.view_args or {}).items():
+        if isinstance(value, int) and value > MAX_ID:
+            noun = name.removesuffix("_id").replace("_", " ")
+            unchanged = ", so nothing was changed" if request.method not in ("GET", "HEAD") else ""
+            abort(404, description=f"There is no {noun} {value}{unchanged}.")
 
 
 def refuse_nul_characters() -> None:
@@ -172,10 +172,9 @@ def too_many(error: TooManyRequests) -> ResponseReturnValue:
 
 
 def init_app(app: Flask) -> None:
-    """Before the blueprints are registered (the converter applies to routes added later);
-    ``create_app`` has put ``DEFAULTS`` in the configuration."""
-    app.url_map.converters["int"] = BoundedInt
+    """``create_app`` has put ``DEFAULTS`` in the configuration."""
     limiter.init_app(app)
+    app.before_request(refuse_out_of_range_ids)
     app.before_request(refuse_nul_characters)
     app.after_request(add_headers)
     app.register_error_handler(429, too_many)

@@ -169,6 +169,7 @@ NASTY = (
     "x" * 5000,
     "nan",
     "weird",
+    '{"a": 1e309, "b": NaN}',
 )
 #: A query string is short: the deep and the long values are for forms and bodies.
 NASTY_ARGS = tuple(v for v in NASTY if len(v) < 100)
