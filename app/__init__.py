@@ -61,6 +61,7 @@ ENVIRONMENT = (
     "REDIS_URL",
     "RABBITMQ_URL",
     "STEPWISE_IMPORTS",
+    "RATELIMIT_STORAGE_URI",
 )
 
 
@@ -72,7 +73,9 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         template_folder=str(ROOT / "templates"),
         static_folder=str(ROOT / "static"),
     )
-    app.config.from_mapping(DEFAULTS)
+    from . import security
+
+    app.config.from_mapping({**DEFAULTS, **security.DEFAULTS})
     app.config.from_mapping({k: os.environ[k] for k in ENVIRONMENT if os.environ.get(k)})
     if test_config is not None:
         app.config.from_mapping(test_config)
@@ -94,6 +97,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     from . import auth, csrf, views
     from .pages import register_all
 
+    security.init_app(app)
     auth.init_app(app)
     csrf.init_app(app)
     views.init_app(app)
@@ -159,7 +163,8 @@ def install_broker(app: Flask) -> None:
         broker.use(RabbitmqBroker(url=app.config["RABBITMQ_URL"]))
     else:
         broker.setup()  # keeps a broker already installed; else the in-memory one
-        if app.config["STEPWISE_ENV"] == "production":
+        # Only where the studio serves: a `stepwise users` command sends no step anywhere.
+        if app.config["STEPWISE_ENV"] == "production" and app.config.get("STEPWISE_BROKER_WARNING", True):
             log.warning(
                 "no REDIS_URL or RABBITMQ_URL: steps made ready by the studio's commands reach "
                 "the workers only through the sweeper (stepwise sweep)"

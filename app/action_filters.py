@@ -221,6 +221,10 @@ def parse_filters(args: Mapping[str, str]) -> Filters:
                 )
                 values[name] = raw
                 continue
+            except OverflowError:
+                errors[name] = f"Out of range: {raw!r} is not between 0001-01-01 and 9999-12-31 in UTC."
+                values[name] = raw
+                continue
             values[name], found[FILTER_FIELDS[name]] = format_time(moment), moment
             continue
         values[name], found[FILTER_FIELDS[name]] = raw, raw

@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 from flask import Flask
+from sqlalchemy import inspect
 
 import engine
 from engine.cli_base import DATABASE_URL, CommandFailed, cli, database, group
@@ -27,7 +28,7 @@ from engine.cli_base import DATABASE_URL, CommandFailed, cli, database, group
 from . import create_app, users
 from .database import db
 
-users_group = group("users", "the studio's users: who may sign in, as a viewer or an operator")
+users_group = group("users", "the studio's users: who may sign in, as a viewer, an operator or an admin")
 
 PASSWORD_STDIN = click.option(
     "--password-stdin",
@@ -47,11 +48,20 @@ def make_app(database_url: str | None, **config: Any) -> Flask:
 
 @contextmanager
 def studio_tables(database_url: str | None) -> Iterator[Flask]:
-    """An app context on the studio for a users command; its tables are made if missing.
-    The command signs no cookie, so a throwaway SECRET_KEY is fine where none is set."""
-    app = make_app(database_url, SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_hex(16))
+    """An app context on the studio for a users command. Its tables are the migrations'
+    (``stepwise db upgrade``): a database without them is told so, not changed. The command
+    signs no cookie, so a throwaway SECRET_KEY is fine where none is set."""
+    app = make_app(
+        database_url,
+        SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_hex(16),
+        STEPWISE_BROKER_WARNING=False,
+    )
     with app.app_context():
-        db.create_all()
+        if not inspect(db.engine).has_table(users.User.__tablename__):
+            raise CommandFailed(
+                "this database has no studio_users table yet: run `stepwise db upgrade` (or "
+                "`stepwise serve`, which migrates first), then try again"
+            )
         try:
             yield app
         finally:
@@ -152,11 +162,11 @@ def users_password(name: str, password_stdin: bool, database_url: str | None) ->
 @click.argument("role", type=click.Choice(users.ROLES), metavar="ROLE")
 @DATABASE_URL
 def users_role(name: str, role: str, database_url: str | None) -> int:
-    """Make a user a viewer or an operator (ROLE)."""
-    with studio_tables(database_url):
-        existing(name).role = role
+    """Make a user a viewer, an operator or an admin (ROLE)."""
+    with studio_tables(database_url), user_errors():
+        users.set_role(existing(name), role)
         db.session.commit()
-        click.echo(f"{name} is now {'an' if role == users.OPERATOR else 'a'} {role}")
+        click.echo(f"{name} is now {'an' if role[0] in 'aeiou' else 'a'} {role}")
     return 0
 
 
@@ -185,10 +195,11 @@ def serve(
     broker, an in-process worker and a sweeper, in this one process. With a broker URL,
     the workers are separate processes (`stepwise worker`, the Procfile) and so is the
     sweeper. STEPWISE_ENV defaults to development here (plain-http cookies, a throwaway
-    SECRET_KEY when none is set, and a first operator `admin` when there is no user);
+    SECRET_KEY when none is set, and a first admin `admin` when there is no user);
     production serves the studio with gunicorn: `gunicorn 'app:create_app()'`.
     """
     env = os.environ.get("STEPWISE_ENV") or "development"
+    check_port_free(host, port)
     modules = [os.environ.get("STEPWISE_IMPORTS", ""), *imports, *(["app.demo"] if demo else [])]
     app = make_app(database_url, STEPWISE_ENV=env, STEPWISE_IMPORTS=",".join(m for m in modules if m.strip()))
     embedded = not (app.config["REDIS_URL"] or app.config["RABBITMQ_URL"])
@@ -196,9 +207,11 @@ def serve(
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per (polling) request
 
     with app.app_context():
-        engine.upgrade()
-        db.create_all()
+        engine.upgrade()  # the engine's tables and the studio's
+        if demo:
+            create_demo_tables()
         first_user = create_first_user() if env == "development" else None
+        existing_admin = first_admin() if env == "development" and first_user is None else None
         url = db.engine.url.render_as_string(hide_password=True)
 
     from .embedded import Embedded
@@ -233,6 +246,12 @@ def serve(
             f"  sign in:  {name} / {password}  (shown once: change it with `stepwise users password {name}`)",
             flush=True,
         )
+    elif existing_admin is not None:
+        print(
+            f"  sign in:  {existing_admin} (its password was shown at the first start; forgot it? "
+            f"`.venv/bin/stepwise users password {existing_admin}` sets a new one)",
+            flush=True,
+        )
     print("Press Ctrl-C to stop.", flush=True)
 
     signal.signal(signal.SIGTERM, _interrupt)
@@ -254,10 +273,50 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def create_demo_tables() -> None:
+    """The demo's actors' tables (``demo_*``): throwaway examples, not the studio's schema,
+    so no migration makes them; ``serve --demo`` does at its start."""
+    from . import demo  # noqa: F401 - registers the demo's tables
+
+    tables = [t for t in db.metadata.sorted_tables if t.name.startswith("demo_")]
+    db.metadata.create_all(db.engine, tables=tables)
+
+
 def create_first_user() -> tuple[str, str] | None:
-    """On a fresh development database, an operator ``admin`` with a random password."""
+    """On a fresh development database, an admin ``admin`` with a random password."""
     if users.any_exists():
         return None
     password = secrets.token_urlsafe(12)
-    users.create("admin", password, users.OPERATOR)
+    users.create("admin", password, users.ADMIN)
     return "admin", password
+
+
+def first_admin() -> str | None:
+    """The name of an admin who may sign in (``admin`` if there is one), for the reminder."""
+    found = users.find("admin")
+    if found is not None and not found.disabled:
+        return found.name
+    admins = [u for u in users.everyone() if u.role == users.ADMIN and not u.disabled]
+    return admins[0].name if admins else None
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse to start (before anything is made) when the port is taken, naming a free one."""
+    if port_free(host, port):
+        return
+    free = next((p for p in range(port + 1, port + 50) if port_free(host, p)), None)
+    suggestion = f": try `--port {free}`, which is free" if free is not None else ""
+    raise CommandFailed(
+        f"port {port} on {host} is taken (another studio, or another program, listens there){suggestion}"
+    )
+
+
+def port_free(host: str, port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True

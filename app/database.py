@@ -1,8 +1,9 @@
 """The studio's database handle: Flask-SQLAlchemy's ``db``, on the same database as the engine.
 
-The studio's own tables (its users, the demo's actors) live in ``db.Model``'s metadata and
-are made by ``db.create_all()``; the engine's ``stepwise_*`` tables are the engine's own and
-are made by its migrations (``engine.upgrade()``).
+The studio's own tables (``studio_users``, ``studio_webhook_deliveries``) live in
+``db.Model``'s metadata and are made by the migrations (``engine/migrations``, 0008_studio),
+like the engine's ``stepwise_*`` tables; the demo's actors' tables (``demo_*``) by
+``stepwise serve --demo`` at its start. Nothing makes a table from a request.
 """
 
 from __future__ import annotations

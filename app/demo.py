@@ -48,6 +48,26 @@ LARGE_ORDER_CENTS = 50_000
 REVIEW_DEADLINE = timedelta(minutes=30)
 
 
+class ExpectedFailures(logging.Filter):
+    """The demo's failures are part of the show (a launch with no capacity, a busy renderer):
+    the engine's line for them is logged at INFO, not as a warning that looks like a real
+    error; hidden where INFO is (``stepwise serve`` logs warnings and up)."""
+
+    ERRORS = ("app.demo.LaunchFailed", "app.demo.WarehouseUnavailable", "app.demo.RendererBusy")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        data = record.args[-1] if isinstance(record.args, tuple) and record.args else None
+        if not isinstance(data, dict) or data.get("error_class") not in self.ERRORS:
+            return True
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+
+
+EXPECTED_FAILURES = ExpectedFailures()
+
+
 class LaunchFailed(Exception):
     """Raised when the demo's cloud has no capacity for an instance (at random)."""
 
@@ -257,10 +277,14 @@ class Demo:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        history_log = logging.getLogger("stepwise")
+        if EXPECTED_FAILURES not in history_log.filters:
+            history_log.addFilter(EXPECTED_FAILURES)
         self._thread = threading.Thread(target=self._run, name="stepwise-demo", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        logging.getLogger("stepwise").removeFilter(EXPECTED_FAILURES)
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)

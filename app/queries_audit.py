@@ -26,6 +26,10 @@ COMMANDS = (
     "bulk_cancel",
     "bulk_retry",
     "start",
+    "user_create",
+    "user_role",
+    "user_disable",
+    "user_enable",
 )
 
 

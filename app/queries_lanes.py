@@ -1,17 +1,26 @@
-"""The read model of lanes (performances): each concurrency key with its current action, its
-pending queue, and why it is not moving, in words. It only reads.
+"""The read model of lanes (the engine's performances): each concurrency key with its
+current action, its pending queue, and why it is not moving, in words. It only reads.
 
-A page of lanes costs a fixed number of queries whatever the number of lanes: one per kind
-of fact (current actions, their current steps, queues, children, deadlocks), each over the
-lanes on the page only, through the indexes of engine/action.py, step.py and invocation.py.
+Lanes show contention: they are listed by queue length (longest first, then the oldest
+wait), by oldest wait (the queued action that has waited longest first) or by key, filtered
+by key prefix, by a least queue length and by a least wait; a lane whose only action is its
+current one has nothing contending for it and is left out unless asked for (``single=True``).
+(A newer queued action supersedes the older ones, so a queue seldom holds more than one: the
+wait is what tells the contended lanes apart.)
+
+A page of lanes costs a fixed number of queries whatever the number of lanes: one for the
+page (the queue lengths and oldest waits of the lanes, one GROUP BY over the lanes' live
+members through ix_stepwise_actions_lane), then one per kind of fact (current actions, their
+current steps, queues, children, deadlocks), each over the lanes on the page only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import Select, and_, func, select
 from sqlalchemy.orm import Session
 
 from engine import clock, registry, status, sweeper
@@ -19,9 +28,12 @@ from engine.definition import Definition
 from engine.errors import EngineError
 from engine.models import Action, Invocation, Performance, Step
 
-from .queries import keyset_page
+from .queries import KEY_END, keyset_page
 from .views import timestamp
 
+#: The orders of the lanes list: the longest queue first, the oldest wait first, by key.
+QUEUE, WAIT, KEY = "queue", "wait", "key"
+SORTS = (QUEUE, WAIT, KEY)
 #: Lanes on a page, queued actions and children shown per lane before "and N more".
 PAGE = 50
 QUEUE_SHOWN = 5
@@ -79,6 +91,9 @@ class Lane:
     queue: list[Action] = field(default_factory=list)
     #: More pending actions than ``queue`` shows.
     queue_more: bool = False
+    #: How many actions wait behind the current one, and since when the first of them.
+    queued: int = 0
+    oldest_wait: datetime | None = None
 
     @property
     def outbound(self) -> bool:
@@ -88,24 +103,113 @@ class Lane:
 @dataclass
 class LanePage:
     lanes: list[Lane]
-    #: The key to continue after, when there are more lanes.
+    #: The key to continue after, when there are more lanes (the key order).
     next_after: str | None
+    #: The next page's number, when there are more lanes (the other orders).
+    next_page: int | None = None
 
 
 def lanes(
-    session: Session, *, prefix: str = "", after: str | None = None, limit: int | None = None
+    session: Session,
+    *,
+    prefix: str = "",
+    after: str | None = None,
+    limit: int | None = None,
+    sort: str = KEY,
+    single: bool = True,
+    min_queue: int = 0,
+    waited: timedelta | None = None,
+    page: int = 0,
 ) -> LanePage:
-    """A page of lanes in key order (keyset pagination on the unique index of the key)."""
-    rows, next_key = keyset_page(
-        session, Performance, Performance.concurrency_key, prefix=prefix, after=after, limit=limit or PAGE
+    """A page of lanes. In key order with every lane (``single``, no least queue or wait):
+    keyset pagination on the unique index of the key. Otherwise by ``sort`` over the lanes'
+    queue lengths and oldest waits, offset by ``page``."""
+    limit = limit or PAGE
+    if sort == KEY and single and not min_queue and waited is None:
+        rows, next_key = keyset_page(
+            session, Performance, Performance.concurrency_key, prefix=prefix, after=after, limit=limit
+        )
+        found = explain(session, rows)
+        _count_queues(session, found)
+        return LanePage(found, next_key)
+    queued = _queued_per_lane()
+    query: Select[tuple[Performance, int, datetime | None]] = select(
+        Performance, func.coalesce(queued.c.queued, 0), queued.c.oldest
     )
-    return LanePage(explain(session, rows), next_key)
+    least = max(min_queue, 0 if single else 1)
+    if least > 0 or waited is not None:
+        query = query.join(queued, queued.c.lane_id == Performance.id)
+        if least > 1:
+            query = query.where(queued.c.queued >= least)
+        if waited is not None:
+            query = query.where(queued.c.oldest <= clock.now() - waited)
+    else:
+        query = query.outerjoin(queued, queued.c.lane_id == Performance.id)
+    if prefix:
+        key = Performance.concurrency_key
+        query = query.where(key >= prefix, key < prefix + KEY_END, func.substr(key, 1, len(prefix)) == prefix)
+    by_wait = (queued.c.oldest.is_(None), queued.c.oldest, Performance.concurrency_key)
+    if sort == QUEUE:
+        query = query.order_by(func.coalesce(queued.c.queued, 0).desc(), *by_wait)
+    elif sort == WAIT:
+        query = query.order_by(*by_wait)
+    else:
+        query = query.order_by(Performance.concurrency_key)
+    rows = session.execute(query.offset(page * limit).limit(limit + 1)).all()
+    shown = rows[:limit]
+    found = explain(session, [row[0] for row in shown])
+    for lane, (_, count, oldest) in zip(found, shown, strict=True):
+        lane.queued, lane.oldest_wait = count, oldest
+    return LanePage(found, None, page + 1 if len(rows) > limit else None)
+
+
+def _queued_per_lane() -> Any:
+    """Per lane: how many pending actions wait behind its current one, and the oldest's time."""
+    return (
+        select(
+            Performance.id.label("lane_id"),
+            func.count().label("queued"),
+            func.min(Action.created_at).label("oldest"),
+        )
+        .join(Performance, Performance.concurrency_key == Action.concurrency_key)
+        .where(*_QUEUED)
+        .group_by(Performance.id)
+        .subquery()
+    )
+
+
+#: A lane's queued actions: its live members (ix_stepwise_actions_lane, whose condition is
+#: repeated so that SQLite uses that partial index) that are pending, other than the current.
+_QUEUED = (
+    Action.status.in_((status.PENDING, status.PERFORMING)),
+    Action.status == status.PENDING,
+    Action.id != Performance.action_id,
+)
+
+
+def _count_queues(session: Session, found: list[Lane]) -> None:
+    """The queue length and oldest wait of the lanes on a page (one query over their queues)."""
+    if not found:
+        return
+    rows = session.execute(
+        select(Performance.id, func.count(), func.min(Action.created_at))
+        .join(Performance, Performance.concurrency_key == Action.concurrency_key)
+        .where(Performance.id.in_([lane.id for lane in found]), *_QUEUED)
+        .group_by(Performance.id)
+    )
+    counts = {lane_id: (count, oldest) for lane_id, count, oldest in rows}
+    for lane in found:
+        lane.queued, lane.oldest_wait = counts.get(lane.id, (0, None))
 
 
 def lane(session: Session, key: str) -> Lane | None:
     """The lane of ``key``, or None when no action holds it (the lane is idle)."""
     row = session.scalars(select(Performance).where(Performance.concurrency_key == key)).one_or_none()
-    return explain(session, [row])[0] if row is not None else None
+    if row is None:
+        return None
+    found = explain(session, [row])
+    _count_queues(session, found)
+    return found[0]
 
 
 def queue(

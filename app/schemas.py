@@ -185,6 +185,17 @@ def problems(
     return found
 
 
+def refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is too large a number")
+    return value
+
+
 def form_json(text: str | None, limit: int, unchanged: str) -> Any:
     """A form field's JSON value (None when blank), or a 400 that says what is wrong with it
     and ends with ``unchanged`` ("nothing was sent")."""
@@ -193,9 +204,11 @@ def form_json(text: str | None, limit: int, unchanged: str) -> Any:
     if len(text) > limit:
         abort(400, description=f"The payload is at most {limit:,} characters: {unchanged}.")
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
     except ValueError as error:
         abort(400, description=f"The payload is not valid JSON ({error}): {unchanged}.")
+    except RecursionError:
+        abort(400, description=f"The payload must not nest more than {MAX_DEPTH} levels deep: {unchanged}.")
     problem = json_problem(value)
     if problem is not None:
         abort(400, description=f"The payload {problem}: {unchanged}.")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from flask import Flask, flash, make_response, redirect, render_template, request, url_for
+from flask import Flask, abort, flash, make_response, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
@@ -80,6 +80,22 @@ def command_response(
         return response
     flash(message, category)
     return redirect(redirect_to or request.referrer or url_for("overview.index"), code=303)
+
+
+#: The largest integer a parameter may carry: a signed 64-bit column's (BIGINT).
+MAX_INT = 2**63 - 1
+
+
+def int_arg(name: str, *, low: int = 0, high: int = MAX_INT) -> int | None:
+    """The query parameter ``name`` as an integer from ``low`` to ``high``, None when absent
+    or empty; anything else is a 400 that names the parameter (never an overflow inside the
+    database driver)."""
+    raw = (request.args.get(name) or "").strip()
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.lstrip("-").isdigit()) or len(raw) > 20 or not low <= int(raw) <= high:
+        abort(400, description=f"{name}={raw[:40]!r} is not a whole number from {low} to {high:,}.")
+    return int(raw)
 
 
 def handle_error(error: HTTPException) -> ResponseReturnValue:

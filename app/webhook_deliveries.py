@@ -12,21 +12,20 @@ Only answers that reached the engine are kept (completed, or already completed).
 refused before that (unknown action, not outbound, nothing waiting in the lane) releases its
 claim, so the sender may try the same id again once the action is there.
 
-The table is one of the studio's (``db.create_all()``: ``stepwise serve``, ``stepwise
-users``); ``ensure_table`` makes it on first use where an older deployment lacks it.
+The table is one of the studio's, made by the migrations (``stepwise db upgrade``,
+``stepwise serve``), never from a request.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, String, delete, inspect, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy import JSON, BigInteger, String, delete, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from engine import clock
@@ -153,25 +152,3 @@ def release(completion_id: str) -> None:
         .execution_options(synchronize_session=False)
     )
     db.session.commit()
-
-
-_table_checked: set[str] = set()
-_table_lock = threading.Lock()
-
-
-def ensure_table() -> None:
-    """Make the table if this database lacks it (once per process and database)."""
-    url = db.engine.url.render_as_string(hide_password=True)
-    if url in _table_checked:
-        return
-    with _table_lock:
-        if url in _table_checked:
-            return
-        table = WebhookDelivery.__table__
-        try:
-            table.create(db.engine, checkfirst=True)
-        except DBAPIError:
-            # Another process made it between the check and the CREATE.
-            if not inspect(db.engine).has_table(table.name):
-                raise
-        _table_checked.add(url)

@@ -13,7 +13,7 @@ from engine import commands, history
 from .. import queries, queries_achievements, users
 from ..auth import current_user, requires
 from ..database import db
-from ..views import command_response, render, wants_fragment
+from ..views import command_response, int_arg, render, wants_fragment
 from .lanes import links
 
 bp = Blueprint("achievements", __name__, url_prefix="/achievements")
@@ -48,7 +48,7 @@ def index() -> Response:
 def show() -> Response:
     """One achievement by its key, with a page of the invocations it skipped."""
     key = request.args.get("key", "")
-    before = request.args.get("before", type=int)
+    before = int_arg("before")
     session = db.session()
     row = queries_achievements.find(session, key) if key else None
     skipped, next_before = (
@@ -59,6 +59,10 @@ def show() -> Response:
     )
 
 
+#: The longest checksum key (the column's width).
+MAX_KEY = 500
+
+
 @bp.post("/forget")
 @requires(users.OPERATOR)
 def forget() -> Response:
@@ -66,6 +70,11 @@ def forget() -> Response:
     key = request.form.get("checksum_key", "")
     if not key:
         abort(400, description="Say which achievement to forget: the form has no checksum_key.")
+    if len(key) > MAX_KEY:
+        abort(
+            400,
+            description=f"checksum_key is longer than any key ({MAX_KEY} characters): nothing was forgotten.",
+        )
     reason = request.form.get("reason", "").strip() or None
     user = current_user()
     result = commands.forget(key, by=user.name if user else None, reason=reason, cause=history.OPERATOR)

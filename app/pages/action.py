@@ -32,6 +32,7 @@ from .. import queries_signals, queries_timeline, queries_tree, step_source, tre
 from ..auth import current_user, requires
 from ..command_refusals import refusal
 from ..database import db
+from ..schemas import finite_float, refuse_constant
 from ..views import command_response, is_htmx, render
 
 bp = Blueprint("action", __name__)
@@ -360,12 +361,18 @@ def _payload(value: str | None) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        payload = json.loads(text)
+        payload = json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
     except json.JSONDecodeError as error:
         abort(
             400,
             description=f"The payload is not valid JSON ({error.msg} at line {error.lineno}, column "
             f"{error.colno}), so nothing was changed. Correct it, or leave it empty.",
+        )
+    except (ValueError, RecursionError):  # a number of thousands of digits, or nesting
+        abort(
+            400,
+            description="The payload is too deeply nested, or holds a number too long, so nothing "
+            "was changed. Send a flatter JSON object.",
         )
     if not isinstance(payload, dict):
         abort(

@@ -10,7 +10,7 @@ from werkzeug.wrappers import Response
 
 from .. import queries_audit
 from ..database import db
-from ..views import render
+from ..views import int_arg, render
 from .lanes import links
 
 bp = Blueprint("audit", __name__, url_prefix="/audit")
@@ -21,7 +21,7 @@ bp.context_processor(links)
 def index() -> Response:
     command = request.args.get("command", "").strip() or None
     by = request.args.get("by", "").strip() or None
-    before = request.args.get("before", type=int)
+    before = int_arg("before")
     page = queries_audit.entries(db.session(), command=command, by=by, before=before)
     return render(
         "audit/index.html",

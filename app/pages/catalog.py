@@ -169,6 +169,8 @@ def parse_arguments(raw: str) -> list[Any]:
             f"The arguments are not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}). "
             'Write a JSON array, like ["Paris", 3] or [] for none.'
         )
+    except (ValueError, RecursionError):  # a number of thousands of digits, or nesting
+        refuse("The arguments are too deeply nested, or hold a number too long: send a flatter JSON array.")
     if not isinstance(value, list):
         kind = JSON_KINDS.get(type(value), "something else")
         refuse(f'The arguments must be a JSON array, like ["Paris", 3] or [] for none, not {kind}.')

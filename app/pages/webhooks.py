@@ -41,7 +41,7 @@ from engine import clock, commands, history, status
 from engine.errors import SignalRefused
 from engine.models import Action, Signal
 
-from .. import csrf, queries_api, signal_body
+from .. import csrf, queries_api, security, signal_body
 from .. import webhook_deliveries as deliveries
 from ..auth import public
 from ..database import db
@@ -58,6 +58,7 @@ from ..webhook_body import (
 log = logging.getLogger("stepwise.studio.webhooks")
 
 bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")
+security.webhook_limits(bp)
 
 TIMESTAMP_HEADER = "X-Stepwise-Timestamp"
 SIGNATURE_HEADER = "X-Stepwise-Signature"
@@ -109,7 +110,6 @@ def deliver() -> Response:
     body = parse(raw)
     completion = validate(body)
     fingerprint = deliveries.fingerprint(body)
-    deliveries.ensure_table()
     claim = deliveries.claim(completion.id, fingerprint)
     if not claim.owned:
         return answered_before(completion, fingerprint, claim.existing)

@@ -147,7 +147,7 @@ PAGES: list[tuple[str, Callable[[Studio], str], Callable[[Page, Studio], None]]]
     ("actions", lambda s: "/actions/?status=failed", actions),
     ("action", lambda s: f"/actions/{s.seeded['failed']}", action),
     ("approval", lambda s: f"/actions/{s.seeded['other_approval']}", approval),
-    ("lanes", lambda s: "/lanes/", lanes),
+    ("lanes", lambda s: "/lanes/?single=1", lanes),  # the seeded lane may have emptied its queue
     ("lane", lambda s: f"/lanes/lane?key={s.seeded['lane']}", lane),
     ("achievements", lambda s: "/achievements/", achievements),
     ("catalog", lambda s: "/catalog/", catalog),

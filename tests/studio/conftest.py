@@ -55,6 +55,7 @@ def make_user(app: Flask) -> MakeUser:
     def make(name: str, role: str = users.VIEWER, password: str = PASSWORD) -> users.User:
         with app.app_context():
             user = users.create(name, password, role)
+            db.session.refresh(user)  # loaded, so its attributes read after expunge
             db.session.expunge(user)
             return user
 

@@ -210,7 +210,7 @@ def test_the_page_shows_arguments_steps_and_the_timeline_relative_to_the_roots_s
     )
     # And the timeline draws the step from 0 % and the approval from 25 % (10 s of 40 s)
     # to the end, hatched where it was pending
-    bars = re.findall(r'<span class="gfill" style="left: ([\d.]+)%; width: ([\d.]+)%"></span>', page.text)
+    bars = re.findall(r'<span class="gfill" data-left="([\d.]+)" data-width="([\d.]+)"></span>', page.text)
     assert bars == [("0.00", "100.00"), ("25.00", "75.00")]
     assert "over 40s" in page.text
     assert f'<a href="/actions/{approval.id}">#{approval.id} approval</a></span>' in page.text
@@ -337,7 +337,7 @@ def test_the_live_fragment_polls_while_the_tree_runs_and_stops_when_it_is_finish
     # When its page is opened, the live fragment polls while the tab is visible
     page = viewer_client.get(f"/actions/{root.id}")
     assert f'hx-get="/actions/{root.id}/live?commands_for=performing"' in page.text
-    assert "hx-trigger=\"every 3s [document.visibilityState === 'visible']\"" in page.text
+    assert "hx-trigger=\"every 3s, stepwise:visible\"" in page.text
     assert "live: refreshes every 3 s while the tree runs" in page.text
     # And htmx asking for the page gets the live fragment alone
     fragment = viewer_client.get(f"/actions/{root.id}", headers=HTMX)

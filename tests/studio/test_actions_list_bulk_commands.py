@@ -233,7 +233,7 @@ def test_the_progress_fragment_polls_while_the_command_runs(
     running = operator_client.get(f"/actions/bulk/{entry_id}", headers=HTMX)
     assert 'data-finished="false"' in running.text
     assert f'hx-get="/actions/bulk/{entry_id}"' in running.text
-    assert "hx-trigger=\"every 1s [document.visibilityState === 'visible']\"" in running.text
+    assert "hx-trigger=\"every 1s, stepwise:visible\"" in running.text
     assert 'data-done="0"' in running.text and 'data-total="4"' in running.text
     assert "Running in a worker…" in running.text
     # And without JavaScript the page reloads itself

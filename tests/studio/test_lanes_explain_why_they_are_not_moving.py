@@ -80,7 +80,7 @@ def test_an_outbound_action_waits_for_its_completion_since_its_last_step_conclud
     testing.travel(timedelta(minutes=3))
 
     # When a viewer opens the lanes page
-    page = viewer_client.get("/lanes/")
+    page = viewer_client.get("/lanes/?single=1")
 
     # Then its lane says it waits for an outbound completion since T
     assert page.status_code == 200
@@ -157,7 +157,7 @@ def test_a_step_whose_body_has_not_run_is_queued_then_maybe_lost(
         "after the grace period)"
     )
     assert sentences(session, key) == [expected]
-    assert reasons_on(viewer_client.get("/lanes/").text, key) == [f"{expected} (31s ago)"]
+    assert reasons_on(viewer_client.get("/lanes/?single=1").text, key) == [f"{expected} (31s ago)"]
 
 
 def test_a_step_waiting_on_children_names_them_with_links(
@@ -191,7 +191,7 @@ def test_a_step_waiting_on_children_names_them_with_links(
         "lane paint/red), a wait until 2025-01-02 04:04:05"
     )
     assert sentences(session, f"Car/{car.id}/trip") == [expected]
-    page = viewer_client.get("/lanes/")
+    page = viewer_client.get("/lanes/?single=1")
     (shown,) = reasons_on(page.text, f"Car/{car.id}/trip")
     assert shown.startswith(
         f"waiting on 2 child actions and 1 wait: paint #{blue.id} performing, paint #{red.id}"
@@ -264,7 +264,7 @@ def test_a_handled_deadlock_under_the_current_action_is_named_with_its_cycle(
         f"#{drive.id}, wants lane Car/maintenance) → recycle #{recycle.id} (performing)",
         f"waiting on 1 child action: paint #{paint.id} (performing)",
     ]
-    page = viewer_client.get("/lanes/")
+    page = viewer_client.get("/lanes/?single=1")
     assert reasons_on(page.text, "Car/maintenance")[0].startswith(f"deadlock: drive on Car/{car.id}")
     assert "lane-deadlocked" in page.text
 

@@ -20,7 +20,7 @@ from engine import testing
 from tests.domain import Car
 from tests.studio.support import HTMX, StudioClient
 
-POLLING = "hx-trigger=\"every 3s [document.visibilityState === 'visible']\""
+POLLING = 'hx-trigger="every 3s, stepwise:visible"'
 
 
 def order_paint(car: Car, color: str) -> None:
@@ -51,7 +51,7 @@ def test_each_lane_shows_its_performing_action_and_its_queue(
 
     # Then the lane shows its performing action and the queued one, each linked
     assert page.status_code == 200
-    assert "Queues (performances)" in page.text
+    assert "<h1>Lanes</h1>" in page.text
     assert lanes_on(page.text) == ["paint/red"]
     row = page.text.split('data-lane="paint/red"', 1)[1].split("</tr>", 1)[0]
     assert f'<a href="/actions/{first.id}">paint #{first.id}</a>' in row
@@ -85,20 +85,25 @@ def test_lanes_come_a_page_at_a_time_in_key_order_and_filter_by_prefix(
     monkeypatch.setattr(queries_lanes, "PAGE", 2)
 
     # When a viewer reads the first page, then follows its link to the next
-    first = viewer_client.get("/lanes/")
+    first = viewer_client.get("/lanes/?sort=key&single=1")
     assert lanes_on(first.text) == ["paint/blue", "paint/green"]
-    assert 'rel="next" href="/lanes/?after=paint/green"' in first.text
-    second = viewer_client.get("/lanes/?after=paint/green")
+    assert 'rel="next" href="/lanes/?sort=key&amp;single=1&amp;after=paint/green"' in first.text
+    second = viewer_client.get("/lanes/?sort=key&single=1&after=paint/green")
 
     # Then the second page holds the last lane, and links back to the first
     assert lanes_on(second.text) == ["paint/red"]
     assert 'rel="next"' not in second.text
-    assert 'href="/lanes/">« First lanes' in second.text
+    assert 'href="/lanes/?sort=key&amp;single=1">« First lanes' in second.text
 
     # And a prefix keeps the lanes whose key starts with it
-    assert lanes_on(viewer_client.get("/lanes/?q=paint/g").text) == ["paint/green"]
-    assert lanes_on(viewer_client.get("/lanes/?q=paint/").text) == ["paint/blue", "paint/green"]
-    assert "No lane has a current action under “paint/x”" in viewer_client.get("/lanes/?q=paint/x").text
+    assert lanes_on(viewer_client.get("/lanes/?sort=key&single=1&q=paint/g").text) == ["paint/green"]
+    assert lanes_on(viewer_client.get("/lanes/?sort=key&single=1&q=paint/").text) == [
+        "paint/blue",
+        "paint/green",
+    ]
+    assert (
+        "No lane has a current action under “paint/x”" in viewer_client.get("/lanes/?single=1&q=paint/x").text
+    )
 
 
 def test_the_list_refreshes_itself_while_it_shows_lanes_and_stops_when_they_are_idle(
@@ -109,17 +114,17 @@ def test_the_list_refreshes_itself_while_it_shows_lanes_and_stops_when_they_are_
     engine.now(car, "paint", "red")
 
     # When htmx asks for the list, it is the fragment alone, polling while the tab is visible
-    fragment = viewer_client.get("/lanes/?q=paint/", headers=HTMX)
+    fragment = viewer_client.get("/lanes/?q=paint/&single=1", headers=HTMX)
     assert fragment.text.lstrip().startswith('<section id="lanes"')
     assert "<html" not in fragment.text
-    assert 'hx-get="/lanes/?q=paint/"' in fragment.text
+    assert 'hx-get="/lanes/?q=paint/&amp;single=1"' in fragment.text
     assert POLLING in fragment.text
     # And the polled fragment counts nothing
     assert "with a current action" not in fragment.text
 
     # When the paint completes and the lane is idle
     assert engine.complete(car, "paint")
-    idle = viewer_client.get("/lanes/?q=paint/", headers=HTMX)
+    idle = viewer_client.get("/lanes/?q=paint/&single=1", headers=HTMX)
 
     # Then the last swap carries no polling attributes: the refresh stops
     assert "hx-get" not in idle.text

@@ -318,7 +318,7 @@ def test_the_users_command_says_what_is_wrong(stepwise: Stepwise, capsys: pytest
     assert "--password-stdin" in capsys.readouterr().err
 
     with pytest.raises(SystemExit) as usage:
-        stepwise("users", "create", "bob", "--role", "admin")
+        stepwise("users", "create", "bob", "--role", "boss")
     assert usage.value.code == 2
 
 

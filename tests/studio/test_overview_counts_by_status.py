@@ -100,7 +100,7 @@ def test_the_counts_fragment_polls_itself_only_while_the_tab_is_visible(
     assert fragment.text.lstrip().startswith('<section id="overview-counts"')
     assert "<html" not in fragment.text
     assert 'hx-get="/overview/counts"' in fragment.text
-    assert "hx-trigger=\"every 5s [document.visibilityState === 'visible']\"" in fragment.text
+    assert "hx-trigger=\"every 5s, stepwise:visible\"" in fragment.text
     assert counts_on(viewer_client.get("/overview/counts", headers=HTMX).text)["succeeded"] == 2
 
 

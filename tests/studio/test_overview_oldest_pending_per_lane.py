@@ -102,7 +102,7 @@ def test_the_panel_polls_and_is_reused_between_ticks(
     first = viewer_client.get("/overview/waiting", headers=HTMX)
     assert first.text.lstrip().startswith('<section id="overview-waiting"')
     assert 'hx-get="/overview/waiting"' in first.text
-    assert "hx-trigger=\"every 10s [document.visibilityState === 'visible']\"" in first.text
+    assert "hx-trigger=\"every 10s, stepwise:visible\"" in first.text
     assert lanes_on(first.text) == ["Car/maintenance", "Car/wash"]
 
     # When the maintenance lane moves on, the next tick within 15 s still shows it

@@ -186,7 +186,7 @@ def test_the_panel_polls_and_a_tick_within_fifteen_seconds_reads_nothing_again(
     first = viewer_client.get("/overview/stuck", headers=HTMX)
     assert first.text.lstrip().startswith('<section id="overview-stuck"')
     assert 'hx-get="/overview/stuck"' in first.text
-    assert "hx-trigger=\"every 10s [document.visibilityState === 'visible']\"" in first.text
+    assert "hx-trigger=\"every 10s, stepwise:visible\"" in first.text
     assert stuck_on(first.text) == []
 
     # When an outbound action starts waiting, the ticks within 15 s reuse the first answer

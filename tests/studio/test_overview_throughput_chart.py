@@ -137,7 +137,7 @@ def test_the_chart_polls_while_the_tab_is_visible_and_is_reused_between_ticks(
 ) -> None:
     first = viewer_client.get("/overview/throughput", headers=HTMX)
     assert 'hx-get="/overview/throughput?window=1h"' in first.text
-    assert "hx-trigger=\"every 30s [document.visibilityState === 'visible']\"" in first.text
+    assert "hx-trigger=\"every 30s, stepwise:visible\"" in first.text
     assert figure(first.text, "completed") == 5
 
     # When another drive completes, the next ticks within 30 s show the chart as it was

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 from flask import Flask
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
@@ -322,21 +322,3 @@ def test_a_delivery_taking_over_from_a_crashed_one_completes_the_action_that_one
     assert answer.status_code == 200
     assert (answer.json["action_id"], answer.json["reason"]) == (first.id, "already_completed")
     assert fresh(session, second.id).status == "performing"
-
-
-def test_the_deliveries_table_is_made_on_first_use_where_it_is_missing(
-    app: Flask, client: StudioClient, session: Session, painting: Action
-) -> None:
-    # Given a deployment whose database predates the deliveries table
-    from app import webhook_deliveries
-
-    with app.app_context():
-        WebhookDelivery.__table__.drop(db.engine)  # type: ignore[attr-defined]
-    webhook_deliveries._table_checked.clear()
-
-    # When a completion arrives, it is handled (and the table is back)
-    answer = deliver(client, {"id": "first", "action_id": painting.id, "status": "succeeded"})
-
-    assert answer.status_code == 200
-    with app.app_context():
-        assert db.session.scalar(select(func.count()).select_from(WebhookDelivery)) == 1
