@@ -169,7 +169,7 @@ def test_serve_demo_runs_the_studio_and_live_workflows_in_one_process(server: Se
     # Then the overview shows, and names the operator
     assert status == 200
     assert "Needs attention" in overview
-    assert "admin" in overview and "role-operator" in overview
+    assert "admin" in overview and "role-admin" in overview
 
     # And demo workflows of the three kinds are started and performed by the in-process worker
     def started_and_finished() -> list[str] | None:
