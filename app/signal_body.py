@@ -7,13 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from engine.signal import NAME_LENGTH
 
-from . import schemas
-from .schemas import MAX_ID, JsonObject, Name, Text, json_type
-from .webhook_body import LANE_FIELDS, MAX_NAME, MAX_NOTE, ActorId, address_problems, refuse
+from .schemas import MAX_ID, JsonObject, Name, Text
+from .webhook_body import MAX_NAME, MAX_NOTE, ActorId, checked
 
 
 class SignalRequest(BaseModel):
@@ -55,7 +54,6 @@ class SignalResult(BaseModel):
     replayed: bool = Field(description="true: this id was delivered before; nothing new was recorded")
 
 
-FIELDS = tuple(SignalRequest.model_fields)
 REQUIRED = {
     "id": "is required: a unique id of this signal, the same in every retry",
     "signal": 'is required: the signal\'s name, e.g. "approved"',
@@ -74,41 +72,9 @@ class SignalDelivery:
 
 def validate(body: Any) -> SignalDelivery:
     """The signal the body describes, or 422 naming every field that is wrong."""
-    if not isinstance(body, dict):
-        refuse(
-            422,
-            "invalid_fields",
-            f"the body must be a JSON object with id, signal and action_id (or actor_type, actor_id "
-            f"and name), not {json_type(body)}",
-            fields={},
-        )
-    given = {key: value for key, value in body.items() if value is not None}
-    problems: dict[str, str] = {}
-    request: SignalRequest | None = None
-    try:
-        request = SignalRequest.model_validate(given)
-    except ValidationError as failure:
-        problems = schemas.problems(
-            failure,
-            SignalRequest,
-            missing=lambda field: REQUIRED.get(field, "is required"),
-            unknown=lambda field: f"is not a field: the fields are {', '.join(FIELDS)}",
-        )
-    problems.update(
-        {
-            k: v.replace("outbound action current in that lane", "newest action of that name on that actor")
-            for k, v in address_problems(given).items()
-        }
+    request, lane = checked(
+        body, SignalRequest, REQUIRED, "id, signal", "newest action of that name on that actor"
     )
-    if problems or request is None:
-        listed = "; ".join(f"{k} {v}" for k, v in problems.items())
-        missing = any(v.startswith("is required") for v in problems.values())
-        refuse(422, "missing_fields" if missing else "invalid_fields", listed, fields=problems)
-    lane = None
-    if request.action_id is None:
-        assert request.actor_type is not None and request.actor_id is not None and request.name is not None
-        lane = (request.actor_type, str(request.actor_id), request.name)
-    assert set(LANE_FIELDS) <= set(FIELDS)
     return SignalDelivery(
         id=request.id,
         name=request.signal,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NoReturn
+from typing import Annotated, Any, Literal, NoReturn, TypeVar
 
 from flask import jsonify
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -135,7 +135,6 @@ class CompletionResult(BaseModel):
     action_status: str | None = Field(description="The action's status after the delivery")
 
 
-FIELDS = tuple(CompletionRequest.model_fields)
 LANE_FIELDS = ("actor_type", "actor_id", "name")
 
 REQUIRED = {
@@ -156,35 +155,7 @@ class Completion:
 
 def validate(body: Any) -> Completion:
     """The completion the body describes, or 422 naming every field that is wrong."""
-    if not isinstance(body, dict):
-        refuse(
-            422,
-            "invalid_fields",
-            f"the body must be a JSON object with id, status and action_id (or actor_type, actor_id "
-            f"and name), not {json_type(body)}",
-            fields={},
-        )
-    given = {key: value for key, value in body.items() if value is not None}  # null: not given
-    problems: dict[str, str] = {}
-    request: CompletionRequest | None = None
-    try:
-        request = CompletionRequest.model_validate(given)
-    except ValidationError as failure:
-        problems = schemas.problems(
-            failure,
-            CompletionRequest,
-            missing=lambda field: REQUIRED.get(field, "is required"),
-            unknown=lambda field: f"is not a field: the fields are {', '.join(FIELDS)}",
-        )
-    problems.update(address_problems(given))
-    if problems or request is None:
-        listed = "; ".join(f"{k} {v}" for k, v in problems.items())
-        missing = any(v.startswith("is required") for v in problems.values())
-        refuse(422, "missing_fields" if missing else "invalid_fields", listed, fields=problems)
-    lane = None
-    if request.action_id is None:
-        assert request.actor_type is not None and request.actor_id is not None and request.name is not None
-        lane = (request.actor_type, str(request.actor_id), request.name)
+    request, lane = checked(body, CompletionRequest, REQUIRED, "id, status")
     return Completion(
         id=request.id,
         to=request.status,
@@ -193,6 +164,53 @@ def validate(body: Any) -> Completion:
         action_id=request.action_id,
         lane=lane,
     )
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def checked(
+    body: Any, model: type[M], required: dict[str, str], essentials: str, lane_means: str | None = None
+) -> tuple[M, tuple[str, str, str] | None]:
+    """``body`` validated by ``model`` (a webhook's request: an ``id``, its ``essentials``,
+    and ``action_id`` or actor_type + actor_id + name), and the lane it names when it has no
+    action_id; or a 422 naming every field that is wrong (``required`` says how to fix a
+    missing one, ``lane_means`` what actor + name address)."""
+    if not isinstance(body, dict):
+        refuse(
+            422,
+            "invalid_fields",
+            f"the body must be a JSON object with {essentials} and action_id (or actor_type, actor_id "
+            f"and name), not {json_type(body)}",
+            fields={},
+        )
+    given = {key: value for key, value in body.items() if value is not None}  # null: not given
+    problems: dict[str, str] = {}
+    request: M | None = None
+    fields = tuple(model.model_fields)
+    try:
+        request = model.model_validate(given)
+    except ValidationError as failure:
+        problems = schemas.problems(
+            failure,
+            model,
+            missing=lambda field: required.get(field, "is required"),
+            unknown=lambda field: f"is not a field: the fields are {', '.join(fields)}",
+        )
+    for field, problem in address_problems(given).items():
+        problems[field] = problem if lane_means is None else problem.replace(LANE_MEANS, lane_means)
+    if problems or request is None:
+        listed = "; ".join(f"{k} {v}" for k, v in problems.items())
+        missing = any(v.startswith("is required") for v in problems.values())
+        refuse(422, "missing_fields" if missing else "invalid_fields", listed, fields=problems)
+    if getattr(request, "action_id", None) is not None:
+        return request, None
+    lane = tuple(str(getattr(request, key)) for key in LANE_FIELDS)
+    return request, (lane[0], lane[1], lane[2])
+
+
+#: What actor_type + actor_id + name address in a completion (a signal says its own).
+LANE_MEANS = "outbound action current in that lane"
 
 
 def address_problems(given: dict[str, Any]) -> dict[str, str]:
