@@ -22,7 +22,7 @@ from werkzeug.wrappers import Response
 from engine import clock, commands, history, status
 from engine.commands import CommandResult
 
-from .. import queries, queries_actions, schemas, users
+from .. import queries, queries_actions, queries_waiting, schemas, users
 from .. import queries_overview as q
 from ..auth import current_user, requires
 from ..database import db
@@ -206,7 +206,7 @@ def counts() -> dict[str, Any]:
     ran = succeeded + chart.failures
     return {
         "live": {state: queries.status_count(session, state) for state in LIVE_STATUSES},
-        "waiting_count": q.waiting_count(session),
+        "waiting_count": queries_waiting.waiting_count(session),
         "completed": {state: chart.totals.get(state, 0) for state in COMPLETED_STATUSES},
         "success_rate": succeeded / ran if ran else None,
         "completed_at": chart.computed_at,
@@ -224,13 +224,13 @@ def attention_context(stuck: dict[str, Any]) -> dict[str, Any]:
     """What a person must act on, read per request (nothing here is cached but the stuck
     actions, which share their panel's 15 s): an approval listed at once."""
     session: Any = db.session
-    waiting, waiting_total = q.waiting_for_people(session, limit=WAITING_SHOWN)
+    waiting, waiting_total = queries_waiting.waiting_for_people(session, limit=WAITING_SHOWN)
     failed, failed_count = q.failed_roots(session, limit=FAILED_SHOWN)
     user = current_user()
     return {
         "waiting": waiting,
         "waiting_total": waiting_total,
-        "signal_waits": q.signal_waits(session, [a.id for a in waiting]),
+        "signal_waits": queries_waiting.signal_waits(session, [a.id for a in waiting]),
         "failed": failed,
         "failed_count": failed_count,
         "causes": queries_actions.causes(session, failed),
