@@ -121,6 +121,9 @@ class Action(Timestamps, Base):
     #: The sweeper leaves it alone until then, twice as long after each re-send (NULL:
     #: until it is ``GRACE`` old past its deadline).
     next_sweep_at: Mapped[datetime | None] = mapped_column(sort_order=1)
+    #: How many compensations its steps registered (engine/compensation.py), added to at
+    #: registration: an action with none never reads the compensations table.
+    compensations_count: Mapped[int] = mapped_column(default=0, server_default=text("0"), sort_order=2)
 
     steps: Mapped[list[Step]] = relationship(back_populates="action", order_by="Step.id", viewonly=True)
     parent_steps: Mapped[list[Step]] = relationship(

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from . import achievement, broker, clock, history, performance, status
+from . import achievement, broker, clock, compensating, history, performance, status
 from .action import Action, error_data, write_status
 from .config import run_user_code
 from .errors import ActorNotFound, ArgumentError, Failed, InvalidTransition, LoopLimit, UnknownAction
@@ -67,6 +67,11 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
     its body decided on), or complete it (an outbound action stays performing until
     something completes it)."""
     lane = performance.lock(session, action.concurrency_key)
+    if action.status == status.COMPENSATING:  # a compensation (or what it waited for) concluded
+        ends_as = compensating.concluded(session, action, step)
+        if ends_as is not None:
+            forward(session, lane, action, ends_as, note="compensated", only_from=_COMPENSATING)
+        return
     # Under the lane's lock, the action's status is read afresh: a timeout or an outside
     # completion may have completed it while its step body ran. When this step ends the
     # action, the guarded write of its completion is that read (one statement, not two).
@@ -153,6 +158,7 @@ _VISITS = select(func.max(Step.visit)).where(
     Step.action_id == bindparam("action_id"), Step.definition_index == bindparam("index")
 )
 _PERFORMING = frozenset({status.PERFORMING})
+_COMPENSATING = frozenset({status.COMPENSATING})
 
 
 def run_callbacks(session: Session, action: Action, completed_status: str) -> None:
@@ -280,7 +286,15 @@ def forward(
     """Complete ``completing`` and move its lane on: the caller holds the lane's lock (and
     has read the action's status under it, or passes the statuses it may complete from as
     ``only_from``). A step that concludes its action leaves no step whose body never ran
-    (``unperformed_steps=False``)."""
+    (``unperformed_steps=False``). An action whose completed steps registered compensations
+    compensates first (engine/compensating.py), keeping its lane until it ends."""
+    if completing.compensations_count and to in compensating.UNDONE_ON and not compensating.holds(completing):
+        if unperformed_steps:
+            close_unperformed_steps(session, completing)
+        if compensating.begin(
+            session, completing, to, cause=cause, by=by, note=note, error=error, only_from=only_from
+        ):
+            return
     completed = finalize(
         session,
         completing,

@@ -6,6 +6,7 @@ from .achievement import Achievement
 from .action import Action
 from .audit import AuditEntry
 from .bulk_run import BulkRun
+from .compensation import Compensation
 from .counter import Counter
 from .history import ActionEvent
 from .invocation import Invocation
@@ -19,6 +20,7 @@ __all__ = [
     "ActionEvent",
     "AuditEntry",
     "BulkRun",
+    "Compensation",
     "Counter",
     "Invocation",
     "Performance",

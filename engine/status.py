@@ -14,6 +14,9 @@ CANCELLED = "cancelled"
 SUPERSEDED = "superseded"
 TIMED_OUT = "timed_out"
 DEADLOCKED = "deadlocked"
+#: Failed or cancelled, and undoing its completed steps (engine/compensation.py) before it
+#: ends so: it keeps its lane, and the steps waiting on it keep waiting.
+COMPENSATING = "compensating"
 
 ACTION_STATUSES: tuple[str, ...] = (
     PENDING,
@@ -24,6 +27,7 @@ ACTION_STATUSES: tuple[str, ...] = (
     SUPERSEDED,
     TIMED_OUT,
     DEADLOCKED,
+    COMPENSATING,
 )
 
 #: Statuses of an action that is still in its lane.
@@ -32,17 +36,23 @@ INCOMPLETE: frozenset[str] = frozenset({PENDING, PERFORMING})
 #: Statuses an action may be completed with (by its steps, a timeout or from outside).
 COMPLETIONS: frozenset[str] = frozenset({SUCCEEDED, FAILED, CANCELLED, TIMED_OUT})
 
+#: Statuses of an action that has not ended: still in its lane, or compensating (which
+#: holds its lane until its compensations are done).
+UNFINISHED: frozenset[str] = INCOMPLETE | {COMPENSATING}
+
 #: Statuses that end an action. Deadlocked invocations are never persisted as actions,
 #: but the status exists so that an unsaved action can report it.
-TERMINAL: frozenset[str] = frozenset(set(ACTION_STATUSES) - INCOMPLETE)
+TERMINAL: frozenset[str] = frozenset(set(ACTION_STATUSES) - UNFINISHED)
 
 #: Statuses an operator's retry may reopen (back to pending, in its lane).
 RETRYABLE: frozenset[str] = frozenset({FAILED, TIMED_OUT, CANCELLED})
 
 #: from-status -> statuses it may move to. Anything else is refused by the writer.
 TRANSITIONS: dict[str, frozenset[str]] = {
-    PENDING: frozenset({PERFORMING, SUPERSEDED}) | COMPLETIONS,
-    PERFORMING: COMPLETIONS,
+    PENDING: frozenset({PERFORMING, SUPERSEDED, COMPENSATING}) | COMPLETIONS,
+    PERFORMING: COMPLETIONS | {COMPENSATING},
+    # Ends as it was going to (failed, cancelled, timed out) once its compensations ran.
+    COMPENSATING: frozenset({FAILED, CANCELLED, TIMED_OUT}),
     FAILED: frozenset({PENDING}),
     TIMED_OUT: frozenset({PENDING}),
     CANCELLED: frozenset({PENDING}),
@@ -60,6 +70,23 @@ STEP_FAILED = FAILED
 #: a timeout or a cancel). An operator's retry runs it after all.
 STEP_CANCELLED = CANCELLED
 STEP_STATUSES: tuple[str, ...] = (PENDING, STEP_PERFORMING, STEP_SUCCEEDED, STEP_FAILED, STEP_CANCELLED)
+
+
+# Compensations (engine/compensation.py): registered by a step body; queued (numbered, last
+# completed step's first) when the action compensates; running as a child action; then
+# succeeded, or failed (the action waits for an operator to retry or skip it).
+COMPENSATION_REGISTERED = "registered"
+COMPENSATION_QUEUED = "queued"
+COMPENSATION_RUNNING = "running"
+COMPENSATION_SUCCEEDED = SUCCEEDED
+COMPENSATION_FAILED = FAILED
+COMPENSATION_STATUSES: tuple[str, ...] = (
+    COMPENSATION_REGISTERED,
+    COMPENSATION_QUEUED,
+    COMPENSATION_RUNNING,
+    COMPENSATION_SUCCEEDED,
+    COMPENSATION_FAILED,
+)
 
 
 def sources_of(to: str) -> frozenset[str]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
-from . import arguments, broker, clock, history, inbox, result, status
+from . import arguments, broker, clock, compensation, history, inbox, result, status
 from .definition import find_or_add
 from .errors import ArgumentError
 from .inbox import Received
@@ -39,6 +39,8 @@ class StepContext:
         #: Waits for signals: what each waits for (any of the names), its deadline and reminder.
         self._signal_waits: list[inbox.WaitFor] = []
         self._failed = False
+        #: Compensations registered (actor, action name, stored arguments), recorded with the children.
+        self._compensations: list[tuple[Any, str, Any]] = []
         #: The decision the body took (None: the next step) and, for ``finish``, its result.
         self.decision: dict[str, Any] | None = None
         self.finish_result: Any = None
@@ -61,6 +63,39 @@ class StepContext:
         for actor in _actors(actors):
             find_or_add(type(actor), action_name)
             self._children.append((actor, action_name, args))
+
+    # --- compensations (engine/compensation.py) ----------------------------------------
+
+    def compensate(self, target: Any, *args: Any) -> None:
+        """Register the action that undoes this step, run if the action finally fails or is
+        cancelled after this step succeeded: ``step.compensate("refund", step.child_result(
+        "charge"))``. Like ``do``, a bound action or method of another actor runs on it."""
+        actor = getattr(target, "__self__", None) or getattr(target, "actor", None)
+        self.compensate_on(actor if actor is not None else self.action.actor, target, *args)
+
+    def compensate_on(self, actor: Any, name: Any, *args: Any) -> None:
+        """Register action ``name`` on ``actor`` as what undoes this step."""
+        action_name = name if isinstance(name, str) else getattr(name, "__name__", None)
+        if not isinstance(action_name, str):
+            raise TypeError(f"step.compensate takes an action name or a bound action, not {name!r}")
+        find_or_add(type(actor), action_name).check_runnable()
+        self._compensations.append((actor, action_name, compensation.dump(list(args))))
+
+    def child_result(self, which: str | int) -> compensation.ChildResult:
+        """A compensation's argument that is the result of a child this body started
+        before (by action name, the first of that name, or by position), filled in when
+        the compensation runs."""
+        names = [name for _, name, _ in self._children]
+        if isinstance(which, str):
+            if which not in names:
+                raise ArgumentError(
+                    f"step.child_result({which!r}): this step has started no child {which!r} "
+                    f"(started: {', '.join(names) or 'none'}); start it with step.do first"
+                )
+            return compensation.ChildResult(name=which)
+        if not 0 <= which < len(names):
+            raise ArgumentError(f"step.child_result({which}): this step has started {len(names)} children")
+        return compensation.ChildResult(index=which)
 
     # --- results --------------------------------------------------------------------
 
@@ -212,6 +247,8 @@ class StepContext:
                 invocations=[child.id for child in children],
                 waits=len(waits),
             )
+        if self._compensations:
+            compensation.register(self.session, self.step, self.action, self._compensations)
         self.step.pending_actions_count += len(children) + len(waits) + len(signal_waits)
         if self._failed:
             self.step.status = status.STEP_FAILED

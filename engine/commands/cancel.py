@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from .. import audit, clock, history, status
 from ..action import Action
+from ..compensation import STEP_INDEX
 from ..completion import complete_action, conclude
 from ..invocation import Invocation
 from ..step import Step
@@ -50,7 +51,10 @@ def cancel(
 def cancel_tree(session: Session, action: Action, *, cause: str, by: str | None, reason: str | None) -> None:
     complete_action(session, action, status.CANCELLED, cause=cause, by=by, note=reason)
     open_steps = session.scalars(
-        select(Step.id).where(Step.action_id == action.id, Step.completed_at.is_(None))
+        # Not its compensations' steps: a compensating action runs them to the end.
+        select(Step.id).where(
+            Step.action_id == action.id, Step.completed_at.is_(None), Step.definition_index != STEP_INDEX
+        )
     ).all()
     for step_id in open_steps:
         waiting = session.scalars(
@@ -64,6 +68,8 @@ def cancel_tree(session: Session, action: Action, *, cause: str, by: str | None,
                 and not shared(session, child, step_id)
             ):
                 cancel_tree(session, child, cause=cause, by=by, reason=reason)
+            if child is not None and child.status == status.COMPENSATING:
+                continue  # its parent waits until it has compensated: leaves first
             detach(session, invocation.id)
 
 
