@@ -3,6 +3,8 @@
 Stepped only propagates upward; here cancellation also goes down the tree, frees the
 descendants' lanes and settles their pending timers, so nothing is left running for a
 tree nobody waits on. Work shared with another tree (by reuse) is detached, not cancelled.
+An action with compensations compensates (engine/compensating.py), from the leaves up: a
+compensating child stays attached, and its parent's compensations wait for it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ def cancel(
         action = s.get(Action, action_id, populate_existing=True)
         if action is None:
             result = CommandResult(False, "not_found", action_id)
+        elif action.status == status.COMPENSATING:
+            result = CommandResult(False, "compensating", action_id)  # it undoes its work to the end
         elif action.status not in status.INCOMPLETE:
             result = CommandResult(False, "already_completed", action_id)
         else:

@@ -39,6 +39,9 @@ def retry(
         action = s.get(Action, action_id, populate_existing=True)
         if action is None:
             result = CommandResult(False, "not_found", action_id)
+        elif action.status == status.COMPENSATING:
+            # Retry its failed compensation instead (the child action), or skip it.
+            result = CommandResult(False, "compensating", action_id)
         elif action.status not in status.RETRYABLE:
             result = CommandResult(False, "not_retryable", action_id)
         else:
