@@ -8,7 +8,11 @@
 - An ``Order``: payment, then stock, then shipping, each stage's result feeding the next;
   an order of 500.00 or more waits for a manual review (an approval signal with a 30
   minute deadline): Approve (with ``{"shipping": "express"}`` for the express branch) or
-  Reject in the studio.
+  Reject in the studio. The payment and the stock register their compensations (refund
+  the payment, release the stock): the carrier refuses one order in five (its id a
+  multiple of 5), and then the order compensates, releasing the stock, then refunding
+  the payment; the bank refuses one of those refunds in four (an id that is a multiple of
+  20), left for an operator to retry or skip ("compensation failed").
 - A ``Report`` whose data fetch sometimes fails (retry it from the studio) and whose PDF
   rendering fails now and then but has a retry policy; a checksum per period makes
   achievements, so a report already published for its period is skipped.
@@ -53,7 +57,13 @@ class ExpectedFailures(logging.Filter):
     the engine's line for them is logged at INFO, not as a warning that looks like a real
     error; hidden where INFO is (``stepwise serve`` logs warnings and up)."""
 
-    ERRORS = ("app.demo.LaunchFailed", "app.demo.WarehouseUnavailable", "app.demo.RendererBusy")
+    ERRORS = (
+        "app.demo.LaunchFailed",
+        "app.demo.WarehouseUnavailable",
+        "app.demo.RendererBusy",
+        "app.demo.CarrierRefused",
+        "app.demo.RefundRefused",
+    )
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno != logging.WARNING:
@@ -78,6 +88,20 @@ class WarehouseUnavailable(Exception):
 
 class RendererBusy(Exception):
     """Raised when the demo's PDF renderer is busy (at random)."""
+
+
+class CarrierRefused(Exception):
+    """Raised when the demo's carrier refuses a shipment (one order in five)."""
+
+
+class RefundRefused(Exception):
+    """Raised when the demo's bank refuses a refund (one failed order in four)."""
+
+
+#: The carrier refuses the orders whose id is a multiple of this...
+SHIPPING_FAILS_EVERY = 5
+#: ...and the bank the refunds of those whose id is a multiple of this.
+REFUND_FAILS_EVERY = 20
 
 
 class Deployment(engine.Actor, db.Model):
@@ -151,8 +175,10 @@ class Order(engine.Actor, db.Model):
     @action
     def fulfil(self, step: Any) -> None:
         """Payment, then stock, then shipping, each stage's result feeding the next; an
-        order of LARGE_ORDER_CENTS or more waits for a manual review first."""
+        order of LARGE_ORDER_CENTS or more waits for a manual review first. If the order
+        fails, the payment is refunded (with the payment the charge returned)."""
         step.do("take_payment", self.amount_cents)
+        step.compensate("refund_payment", step.child_result("take_payment"))
 
     @fulfil.step
     def screen(self, step: Any) -> dict[str, Any]:
@@ -179,6 +205,7 @@ class Order(engine.Actor, db.Model):
     @fulfil.step
     def reserve(self, step: Any) -> None:
         step.do("reserve_stock")
+        step.compensate("release_stock", step.child_result("reserve_stock"))
 
     @fulfil.step
     def dispatch(self, step: Any) -> None:
@@ -192,6 +219,7 @@ class Order(engine.Actor, db.Model):
     @fulfil.step
     def express(self, step: Any) -> None:
         step.do("reserve_stock")
+        step.compensate("release_stock", step.child_result("reserve_stock"))
         step.do("ship", "express", 0)
 
     @fulfil.step
@@ -208,10 +236,27 @@ class Order(engine.Actor, db.Model):
         self.reserved = True
         return {"bin": 1 + self.id % 40}
 
-    @action
+    @action(retry=RetryPolicy(max_attempts=2, initial_interval=timedelta(seconds=1)))
     def ship(self, speed: str, bin_number: int) -> str:
+        if self.id % SHIPPING_FAILS_EVERY == 0:
+            raise CarrierRefused(f"the carrier refused order {self.id}")
         self.shipped = True
         return f"{speed} from bin {bin_number}" if bin_number else speed
+
+    @action(retry=RetryPolicy(max_attempts=2, initial_interval=timedelta(seconds=1)))
+    def refund_payment(self, payment: dict[str, Any]) -> dict[str, Any]:
+        """Undo ``take_payment``: the payment it returned is refunded."""
+        time.sleep(random.uniform(0.2, 0.8))  # the bank takes its time: watch it run
+        if self.id % REFUND_FAILS_EVERY == 0:
+            raise RefundRefused(f"the bank refused the refund of {payment['payment']}")
+        self.paid = False
+        return {"refunded": payment["payment"], "amount_cents": payment["amount_cents"]}
+
+    @action
+    def release_stock(self, stock: dict[str, int]) -> None:
+        """Undo ``reserve_stock``: the bin it reserved is free again."""
+        time.sleep(random.uniform(0.2, 0.8))
+        self.reserved = False
 
 
 class Report(engine.Actor, db.Model):

@@ -18,9 +18,9 @@ from sqlalchemy import BigInteger, ColumnElement, Select, any_, bindparam, or_, 
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, scoped_session
 
-from engine.models import Action, Invocation, Step, step_actions
+from engine.models import Action, Compensation, Invocation, Step, step_actions
 
-from .tree_model import Node, StepNode, Tree, Unadmitted
+from .tree_model import CompensationNode, Node, StepNode, Tree, Unadmitted
 
 #: The studio passes Flask-SQLAlchemy's scoped session; tests pass a plain one.
 AnySession = Session | scoped_session[Any]
@@ -53,6 +53,7 @@ ACTION_COLUMNS: tuple[Any, ...] = (
     Action.completed_at,
     Action.error_class,
     Action.error_message,
+    Action.compensations_count,
 )
 
 STEP_COLUMNS: tuple[Any, ...] = (
@@ -136,6 +137,9 @@ def load_tree_of_root(session: AnySession, root_id: int) -> Tree | None:
             invocation = Unadmitted(*invocation_row)
             steps[invocation.parent_step_id].invocations.append(invocation)
     tree = Tree(root_id, nodes, steps)
+    undoing = [i for i, n in nodes.items() if n.compensations_count]
+    if undoing:  # only a tree with compensations reads them
+        tree.compensations = compensations(session, undoing, steps)
     reached = {root_id} | {c for s in steps.values() for c in s.children}
     tree.unreached = sorted(i for i, n in nodes.items() if i not in reached and not n.foreign)
     return tree
@@ -150,3 +154,35 @@ def among(column: Any, ids: list[int], subquery: Select[Any], postgresql: bool) 
     if postgresql:
         return cast(ColumnElement[bool], column == any_(bindparam(None, ids, type_=ARRAY(BigInteger))))
     return cast(ColumnElement[bool], column.in_(subquery))
+
+
+COMPENSATION_COLUMNS: tuple[Any, ...] = (
+    Compensation.id,
+    Compensation.action_id,
+    Compensation.step_id,
+    Compensation.name,
+    Compensation.actor_type,
+    Compensation.actor_id,
+    Compensation.status,
+    Compensation.sequence,
+    Compensation.compensation_step_id,
+    Compensation.error_class,
+    Compensation.error_message,
+)
+
+
+def compensations(
+    session: AnySession, action_ids: list[int], steps: dict[int, StepNode]
+) -> dict[int, list[CompensationNode]]:
+    """The compensations of ``action_ids``, by the step each undoes (one query, only for a
+    tree that has some), each with the action that ran it (its step's child)."""
+    found: dict[int, list[CompensationNode]] = {}
+    for row in session.execute(
+        select(*COMPENSATION_COLUMNS).where(Compensation.action_id.in_(action_ids)).order_by(Compensation.id)
+    ):
+        node = CompensationNode(*row)
+        runner = steps.get(node.compensation_step_id) if node.compensation_step_id else None
+        if runner is not None and runner.children:
+            node.child_id = runner.children[-1]
+        found.setdefault(node.step_id, []).append(node)
+    return found

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from engine import status
+from engine.compensation import STEP_INDEX as COMPENSATION_STEP
 
 #: Statuses of actions that make their parent step fail.
 FAILING: frozenset[str] = frozenset({status.FAILED, status.TIMED_OUT, status.CANCELLED, status.DEADLOCKED})
@@ -49,6 +50,8 @@ class Node:
     completed_at: datetime | None
     error_class: str | None
     error_message: str | None
+    #: How many compensations its steps registered (then the tree loads them).
+    compensations_count: int = 0
     foreign: bool = False
     steps: list[StepNode] = field(default_factory=list)
 
@@ -142,6 +145,26 @@ class Unadmitted:
         )
 
 
+@dataclass(eq=False, slots=True)
+class CompensationNode:
+    """A compensation a step registered: what undoes it, its turn and its progress."""
+
+    id: int
+    action_id: int
+    #: The step whose work it undoes, and the step of the action that runs it (once started).
+    step_id: int
+    name: str
+    actor_type: str
+    actor_id: str
+    status: str
+    sequence: int | None
+    compensation_step_id: int | None
+    error_class: str | None
+    error_message: str | None
+    #: The compensating action, once admitted (the child of its step).
+    child_id: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     """One token of the flattened tree: ``open``/``close`` an action with children,
@@ -183,6 +206,41 @@ class Tree:
     steps: dict[int, StepNode]
     #: Actions of the tree no edge leads to from the root (shown after it).
     unreached: list[int] = field(default_factory=list)
+    #: Compensations of the tree's actions, by the id of the step each undoes (loaded only
+    #: when an action of the tree registered some).
+    compensations: dict[int, list[CompensationNode]] = field(default_factory=dict)
+
+    def step_labels(self, names: dict[int, str]) -> dict[int, str]:
+        """Each step by id, in words: "step <its declared name>" (``names``; else "step
+        N"), with its visit; a step running a compensation: "compensation N: undoes step …"."""
+        labels: dict[int, str] = {}
+        for s in self.steps.values():
+            visit = f" (visit {s.visit})" if s.visit > 1 else ""
+            labels[s.id] = f"step {names.get(s.id) or s.number}{visit}"
+        for s in self.steps.values():
+            if s.definition_index == COMPENSATION_STEP:
+                running = self.compensation_running_on(s.id)
+                undone = labels.get(running.step_id) if running is not None else None
+                turn = f" {running.sequence}" if running is not None and running.sequence else ""
+                labels[s.id] = f"compensation{turn}" + (f": undoes {undone}" if undone else "")
+        return labels
+
+    def compensation_names(self) -> dict[int, str]:
+        """The steps running compensations, by id, named after what they run ("undo refund")."""
+        names: dict[int, str] = {}
+        for s in self.steps.values():
+            if s.definition_index == COMPENSATION_STEP:
+                running = self.compensation_running_on(s.id)
+                names[s.id] = f"undo {running.name}" if running is not None else "compensation"
+        return names
+
+    def compensation_running_on(self, step_id: int) -> CompensationNode | None:
+        """The compensation that the compensation step ``step_id`` runs."""
+        for found in self.compensations.values():
+            for compensation in found:
+                if compensation.compensation_step_id == step_id:
+                    return compensation
+        return None
 
     @property
     def root(self) -> Node:
@@ -193,8 +251,8 @@ class Tree:
 
     @property
     def running(self) -> bool:
-        """Anything pending or performing, or an invocation still awaiting admission."""
-        return any(n.status in status.INCOMPLETE for n in self.nodes.values()) or any(
+        """Anything pending, performing or compensating, or an invocation still awaiting admission."""
+        return any(n.status in status.UNFINISHED for n in self.nodes.values()) or any(
             i.kind == "action" and i.settled_at is None for s in self.steps.values() for i in s.invocations
         )
 

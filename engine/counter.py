@@ -24,6 +24,8 @@ COUNTERS: dict[str, str] = {
     "stepwise_sweeper_recoveries_total": "Work that was due but not picked up, which the sweeper sent again.",
     "stepwise_signals_sent_total": "Signals recorded in an action's inbox.",
     "stepwise_signals_consumed_total": "Signals consumed by a step that waited for them.",
+    "stepwise_compensations_total": "Compensations started (each a child action undoing a completed step).",
+    "stepwise_compensations_failed_total": "Compensations that failed, leaving their action for an operator.",
     # Counted from the "completed" events of each transaction, by their status.
     "stepwise_actions_completed_total": "Actions completed, by the status they were completed with.",
 }
@@ -35,6 +37,8 @@ EVENT_COUNTERS: dict[tuple[str, str | None], str] = {
     ("recovered", "sweeper"): "stepwise_sweeper_recoveries_total",
     ("signal_received", None): "stepwise_signals_sent_total",
     ("signal_consumed", None): "stepwise_signals_consumed_total",
+    ("compensation_started", None): "stepwise_compensations_total",
+    ("compensation_failed", None): "stepwise_compensations_failed_total",
 }
 _EVENTS = {event for event, _ in EVENT_COUNTERS}
 COMPLETED = "stepwise_actions_completed_total"

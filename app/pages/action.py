@@ -129,7 +129,7 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         leaf_traceback = session.scalar(select(Action.error_traceback).where(Action.id == path.leaf.id))
     params: dict[str, Any] = {k: v for k in LIVE_PARAMS if (v := args.get(k))}
     now = clock.now()
-    names = step_names(tree)
+    names = {**step_names(tree), **tree.compensation_names()}
     errors, runs = queries_timeline.errors_and_runs(session, action.id, node.steps)
     shape = step_source.declared(action.actor_type, action.name)
     arguments = list(action.arguments_json or [])
@@ -160,11 +160,10 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         "whole_tree": whole_tree,
         "before": before,
         "step_names": names,
-        # Every step of the tree by id: "step <its declared name>", else "step N".
-        "step_labels": {
-            s.id: f"step {names.get(s.id) or s.number}" + (f" (visit {s.visit})" if s.visit > 1 else "")
-            for s in tree.steps.values()
-        },
+        # Every step of the tree by id: "step <its declared name>", else "step N"; a
+        # compensation's step says what it undoes.
+        "step_labels": tree.step_labels(names),
+        "compensations": tree.compensations,
         "arguments": pretty(action.arguments_json),
         "named_arguments": [
             (name, pretty(value))

@@ -22,7 +22,7 @@ from werkzeug.wrappers import Response
 from engine import clock, commands, history, status
 from engine.commands import CommandResult
 
-from .. import queries, queries_actions, queries_waiting, schemas, users
+from .. import queries, queries_actions, queries_compensations, queries_waiting, schemas, users
 from .. import queries_overview as q
 from ..auth import current_user, requires
 from ..database import db
@@ -226,6 +226,7 @@ def attention_context(stuck: dict[str, Any]) -> dict[str, Any]:
     session: Any = db.session
     waiting, waiting_total = queries_waiting.waiting_for_people(session, limit=WAITING_SHOWN)
     failed, failed_count = q.failed_roots(session, limit=FAILED_SHOWN)
+    undoing, undoing_count = queries_compensations.failed_compensations(session, limit=FAILED_SHOWN)
     user = current_user()
     return {
         "waiting": waiting,
@@ -233,6 +234,8 @@ def attention_context(stuck: dict[str, Any]) -> dict[str, Any]:
         "signal_waits": queries_waiting.signal_waits(session, [a.id for a in waiting]),
         "failed": failed,
         "failed_count": failed_count,
+        "compensations_failed": undoing,
+        "compensations_failed_count": undoing_count,
         "causes": queries_actions.causes(session, failed),
         "stuck_ids": ",".join(str(item.action.id) for item in stuck["stuck"]),
         "can_command": user is not None and user.can(users.OPERATOR),
