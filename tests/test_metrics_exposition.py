@@ -35,6 +35,8 @@ FAMILIES = {
     "stepwise_actions_completed_total": "counter",
     "stepwise_signals_sent_total": "counter",
     "stepwise_signals_consumed_total": "counter",
+    "stepwise_compensations_total": "counter",
+    "stepwise_compensations_failed_total": "counter",
     "stepwise_signal_waits": "gauge",
     "stepwise_oldest_signal_wait_seconds": "gauge",
     "stepwise_signals_pending": "gauge",
