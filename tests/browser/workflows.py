@@ -22,6 +22,8 @@ and the tests seed its database before it starts, in a separate process:
   approval lets it pay out, and the lane moves on to the third. Another customer's refund
   waits for its approval too (for the screenshots, which run after the walk-through).
 - ``Refund.reconcile`` has a timeout shorter than its step's wait: seeded timed out.
+- ``Parcel.send`` (tests/browser/compensation_workflows.py) compensates when its shipping
+  is rejected.
 - For the operator's day (tests/browser/test_operators_day.py): two more forecasts seeded to
   fail ("alpine", "coast"), whose failing leaves are retried as a selection, and a refund of
   customer "hopper" whose approval is decided from the overview.
@@ -43,6 +45,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 import engine
 from engine import action
+from tests.browser import compensation_workflows
 
 #: How long the warehouse takes to answer in the studio's process: the walk-through sees
 #: the retried tree performing before it succeeds. Seeding sets it to 0.
@@ -228,6 +231,8 @@ def seed(url: str) -> dict[str, Any]:
         hopper = Refund(customer="hopper", amount_cents=2500)
         overview_refund = start(hopper, "process")
         overview_approval = root(hopper, "manager_approval")
+        start.root = root  # type: ignore[attr-defined]
+        compensating = compensation_workflows.seed(sa_engine, session, start)
 
     return {
         "published": published,
@@ -248,6 +253,7 @@ def seed(url: str) -> dict[str, Any]:
         "overview_refund": overview_refund,
         "overview_approval": overview_approval,
         "signal_review": reviewed,
+        **compensating,
     }
 
 
