@@ -26,6 +26,11 @@ def refusal(session: Session, action_id: int, result: CommandResult) -> str:
             f"Action {action_id} is compensating: it undoes its completed steps before it ends. "
             "If a compensation failed, retry or skip that compensation. Nothing was changed."
         )
+    if result.reason == "compensated":
+        return (
+            f"Action {action_id} was compensated: its completed steps were undone, so it cannot "
+            "carry on where it stopped. Start it again instead. Nothing was changed."
+        )
     if result.reason == "not_failed":
         return (
             f"Action {action_id} is {shown}: only a failed or timed-out action can be skipped. "

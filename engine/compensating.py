@@ -7,7 +7,8 @@ any action is. Meanwhile the action is ``compensating``: it keeps its lane, and 
 waiting on it keep waiting (they conclude when it ends). A compensation that fails leaves
 it compensating, for an operator to retry or skip the failed compensating action, after
 which it carries on. A step still waiting on children when its action is cancelled lets
-them compensate first (the cancel waits on them): a tree compensates from the leaves up.
+them compensate first (the cancel cascades to them and waits on them): a cancelled tree
+compensates from the leaves up.
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ def begin(
     if error is not None:
         data.update(error_data(error))
     history.record(session, action, "compensating", cause=cause, by=by, **data)
-    if session.scalar(_WAITING, {"action_id": action.id}) is None:
+    # A cancel cascades down the tree: the children it waits on conclude (compensated)
+    # first. A failure or a timeout does not wait for children still running elsewhere.
+    if to != status.CANCELLED or session.scalar(_WAITING, {"action_id": action.id}) is None:
         start_next(session, action)
     return True
 

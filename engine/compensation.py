@@ -179,3 +179,22 @@ def register(session: Session, step: Step, action: Action, pending: list[tuple[A
             name=row.name,
             actor=f"{row.actor_type}/{row.actor_id}",
         )
+
+
+def undone(session: Session, action: Action) -> bool:
+    """Whether compensations of ``action`` ran (it compensated, or is compensating): its
+    completed steps were undone, so it must not carry on where it stopped. No query for an
+    action that registered none."""
+    if not action.compensations_count:
+        return False
+    return (
+        session.scalar(
+            select(Compensation.id)
+            .where(
+                Compensation.action_id == action.id,
+                Compensation.status != status.COMPENSATION_REGISTERED,
+            )
+            .limit(1)
+        )
+        is not None
+    )

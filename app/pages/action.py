@@ -164,6 +164,16 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         # compensation's step says what it undoes.
         "step_labels": tree.step_labels(names),
         "compensations": tree.compensations,
+        # This action's own compensations, in turn (once it compensates).
+        "undoing": sorted(
+            (
+                c
+                for found in tree.compensations.values()
+                for c in found
+                if c.action_id == action.id and c.sequence
+            ),
+            key=lambda c: c.sequence or 0,
+        ),
         "arguments": pretty(action.arguments_json),
         "named_arguments": [
             (name, pretty(value))

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from .. import audit, broker, history, status
 from ..action import Action, write_status
+from ..compensation import undone
 from ..completion import perform
 from ..errors import ActorNotFound, UnknownAction
 from ..invocation import Invocation
@@ -44,6 +45,8 @@ def retry(
             result = CommandResult(False, "compensating", action_id)
         elif action.status not in status.RETRYABLE:
             result = CommandResult(False, "not_retryable", action_id)
+        elif undone(s, action):
+            result = CommandResult(False, "compensated", action_id)  # its work was undone
         else:
             if timeout is not None:
                 action.timeout_seconds = timeout.total_seconds()
@@ -184,6 +187,7 @@ def reopen_up(session: Session, action: Action, *, cause: str, by: str | None) -
             parent is not None
             and parent.status in status.RETRYABLE
             and parent.current_step_index == step.definition_index
+            and not undone(session, parent)  # compensated: what it did was undone
         ):
             reopen(session, parent, cause=cause, by=by, reason=f"its child action {action.id} was retried")
             reopen_up(session, parent, cause=cause, by=by)
