@@ -234,6 +234,11 @@ class Tree:
                 names[s.id] = f"undo {running.name}" if running is not None else "compensation"
         return names
 
+    def compensations_of(self, action_id: int) -> list[CompensationNode]:
+        """The compensations of one action, in turn (then as registered)."""
+        found = [c for cs in self.compensations.values() for c in cs if c.action_id == action_id]
+        return sorted(found, key=lambda c: (c.sequence or 1 << 62, c.id))
+
     def compensation_running_on(self, step_id: int) -> CompensationNode | None:
         """The compensation that the compensation step ``step_id`` runs."""
         for found in self.compensations.values():

@@ -22,7 +22,7 @@ from . import arguments, broker, clock, history, registry, status
 from .action import Action, error_class, error_data, write_status
 from .compensation import STEP_INDEX, Compensation, child_results, resolve
 from .errors import ActorNotFound, ArgumentError, UnknownAction
-from .invocation import request
+from .invocation import Invocation, request
 from .step import Step
 
 #: The statuses an action compensates before it ends with.
@@ -200,3 +200,55 @@ def _done(session: Session, action: Action, ends_as: str | None = None) -> str:
 def holds(action: Action) -> bool:
     """Whether ``action`` is compensating: what waits on it keeps waiting."""
     return action.status == status.COMPENSATING
+
+
+# --- an operator's remedies for a failed compensation (engine/commands retry and skip) --------
+
+
+def failed(session: Session, action: Action) -> Compensation | None:
+    """The compensation of ``action`` that failed (compensation stopped at it), if any."""
+    return session.scalars(
+        select(Compensation)
+        .where(Compensation.action_id == action.id, Compensation.status == status.COMPENSATION_FAILED)
+        .order_by(Compensation.sequence)
+        .limit(1)
+    ).first()
+
+
+def action_of(session: Session, row: Compensation) -> Action | None:
+    """The action that ran ``row`` (None: it never became one: it could not start, it
+    deadlocked, its before hook refused it)."""
+    if row.invocation_id is None:
+        return None
+    action_id = session.scalar(select(Invocation.action_id).where(Invocation.id == row.invocation_id))
+    return session.get(Action, action_id, populate_existing=True) if action_id is not None else None
+
+
+def restart(session: Session, action: Action, row: Compensation, *, cause: str, by: str | None) -> None:
+    """Run the failed ``row`` again, as a new child action (its placeholders filled in again)."""
+    row.status, row.completed_at = status.COMPENSATION_QUEUED, None
+    row.error_class = row.error_message = None
+    history.record(
+        session, action, "compensation_retried", cause=cause, by=by, compensation_id=row.id, name=row.name
+    )
+    start_next(session, action)
+
+
+def skip(
+    session: Session, action: Action, row: Compensation, *, cause: str, by: str | None, note: str | None
+) -> str | None:
+    """An operator undid by hand what ``row`` undoes: compensation carries on. The status the
+    action ends with when nothing is left (the caller completes it)."""
+    row.status, row.completed_at = status.COMPENSATION_SUCCEEDED, clock.now()
+    data: dict[str, Any] = {"note": note} if note else {}
+    history.record(
+        session,
+        action,
+        "compensation_skipped",
+        cause=cause,
+        by=by,
+        compensation_id=row.id,
+        name=row.name,
+        **data,
+    )
+    return _done(session, action, row.ends_as) if start_next(session, action) else None

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 import engine
 from engine import StepContext, commands, testing
 from engine.models import Action, ActionEvent, Compensation
-from tests.domain import Car
+from tests.domain import Account, Car
 
 
 def declare_order(journal: list[str], refund_failures: int) -> None:
@@ -115,18 +115,95 @@ def test_an_operator_may_complete_a_failed_compensation_by_hand(session: Session
     assert "skipped" in events(session, refund_id)
 
 
-def test_a_compensating_action_refuses_a_cancel_and_a_retry_saying_why(session: Session, car: Car) -> None:
-    # Given an order stuck compensating on its failed refund
+def test_a_compensating_action_refuses_a_cancel_and_its_retry_retries_the_failed_compensation(
+    session: Session, car: Car
+) -> None:
+    # Given an order stuck compensating on its failed refund, which the bank accepts next time
     journal: list[str] = []
-    declare_order(journal, refund_failures=99)
+    declare_order(journal, refund_failures=1)
     with testing.handle_exceptions():
         order_id = start(session, car)
 
-    # When an operator tries to cancel or retry the order itself
-    cancelled, retried = commands.cancel(order_id), commands.retry(order_id)
+    # When an operator tries to cancel the order, then retries it
+    cancelled = commands.cancel(order_id)
+    retried = commands.retry(order_id, by="ops@example.com")
+    testing.drain()
 
-    # Then neither changes anything, and both say it is compensating
+    # Then the cancel changed nothing, saying it is compensating; the retry retried the
+    # failed refund, and compensation carried on to the end
     assert (cancelled.ok, cancelled.reason) == (False, "compensating")
-    assert (retried.ok, retried.reason) == (False, "compensating")
+    assert (retried.ok, retried.reason) == (True, "retried")
+    assert journal == ["refund pay-7", "release"]
     session.expire_all()
+    assert session.get(Action, order_id).status == "failed"  # type: ignore[union-attr]
+
+
+def declare_wallet(journal: list[str], account_id: int) -> None:
+    """The order first opens a wallet (undone by crediting it), and closes the wallet's
+    account just before shipping fails: the credit cannot start."""
+    engine.define(Account, "credit", lambda account: journal.append(f"credit {account.name}"))
+    order = engine.definition(Car, "order")
+
+    @order.prepend_step
+    def open_wallet(car: Car, step: StepContext) -> None:
+        step.compensate_on(step.session.get(Account, account_id), "credit")
+
+    def close_wallet(car: Car, step: StepContext) -> None:
+        step.session.delete(step.session.get(Account, account_id))
+
+    order.steps.insert(len(order.steps) - 1, close_wallet)
+
+
+def wallet(session: Session) -> int:
+    account = Account(name="wallet")
+    session.add(account)
+    session.commit()
+    return account.id
+
+
+def test_a_compensation_that_cannot_start_is_retried_on_its_action(session: Session, car: Car) -> None:
+    # Given an order whose wallet's account is gone when its credit is to run
+    journal: list[str] = []
+    declare_order(journal, refund_failures=0)
+    account_id = wallet(session)
+    declare_wallet(journal, account_id)
+    with testing.handle_exceptions():
+        order_id = start(session, car)
+
+    # Then the others ran, and the credit failed without becoming an action, saying why
+    assert journal == ["refund pay-7", "release"]
+    row = session.scalars(select(Compensation).where(Compensation.name == "credit")).one()
+    assert (row.status, row.invocation_id, row.error_class) == ("failed", None, "engine.errors.ActorNotFound")
     assert session.get(Action, order_id).status == "compensating"  # type: ignore[union-attr]
+
+    # When the account is back and an operator retries the order
+    session.add(Account(id=account_id, name="wallet"))
+    session.commit()
+    assert commands.retry(order_id, by="ops@example.com")
+    testing.drain()
+
+    # Then the credit runs, and the order ends failed, compensated
+    assert journal[-1] == "credit wallet"
+    session.expire_all()
+    assert session.get(Action, order_id).status == "failed"  # type: ignore[union-attr]
+
+
+def test_an_operator_completes_by_hand_a_compensation_that_cannot_start(session: Session, car: Car) -> None:
+    # Given an order whose wallet's account is gone when its credit is to run
+    journal: list[str] = []
+    declare_order(journal, refund_failures=0)
+    declare_wallet(journal, wallet(session))
+    with testing.handle_exceptions():
+        order_id = start(session, car)
+
+    # When an operator skips the order's failed compensation (credited by hand)
+    result = commands.skip(order_id, by="ops@example.com", note="credited at the counter")
+    testing.drain()
+
+    # Then the order ends failed, compensated, saying who completed the credit and why
+    assert result, result
+    session.expire_all()
+    assert session.get(Action, order_id).status == "failed"  # type: ignore[union-attr]
+    history = events(session, order_id)
+    assert history.index("compensation_skipped") < history.index("compensated")
+    assert {r.status for r in session.scalars(select(Compensation))} == {"succeeded"}

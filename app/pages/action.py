@@ -165,15 +165,7 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         "step_labels": tree.step_labels(names),
         "compensations": tree.compensations,
         # This action's own compensations, in turn (once it compensates).
-        "undoing": sorted(
-            (
-                c
-                for found in tree.compensations.values()
-                for c in found
-                if c.action_id == action.id and c.sequence
-            ),
-            key=lambda c: c.sequence or 0,
-        ),
+        "undoing": [c for c in tree.compensations_of(action.id) if c.sequence],
         "arguments": pretty(action.arguments_json),
         "named_arguments": [
             (name, pretty(value))
@@ -194,7 +186,14 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         ),
         "can_command": (user := current_user()) is not None and user.can(users.OPERATOR),
         "cancellable": action.status in status.INCOMPLETE,
-        "retryable": action.status in status.RETRYABLE,
+        # A compensated action's work was undone: it does not carry on where it stopped.
+        "retryable": action.status in status.RETRYABLE
+        and not any(c.sequence for c in tree.compensations_of(action.id)),
+        # A compensating action's failed compensation: retry it, or (if it never became an
+        # action) complete it by hand.
+        "compensation_failed": next(
+            (c for c in tree.compensations_of(action.id) if c.status == status.COMPENSATION_FAILED), None
+        ),
         "approvable": action.outbound and action.status in status.INCOMPLETE,
         "skippable": skippable(tree, node),
         "leaf_skippable": path is not None and path.invocation is None and skippable(tree, path.leaf),

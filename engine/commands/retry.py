@@ -13,7 +13,7 @@ from datetime import timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from .. import audit, broker, history, status
+from .. import audit, broker, compensating, history, status
 from ..action import Action, write_status
 from ..compensation import undone
 from ..completion import perform
@@ -41,8 +41,7 @@ def retry(
         if action is None:
             result = CommandResult(False, "not_found", action_id)
         elif action.status == status.COMPENSATING:
-            # Retry its failed compensation instead (the child action), or skip it.
-            result = CommandResult(False, "compensating", action_id)
+            result = retry_compensation(s, action, cause=cause, by=by, reason=reason)
         elif action.status not in status.RETRYABLE:
             result = CommandResult(False, "not_retryable", action_id)
         elif undone(s, action):
@@ -69,6 +68,27 @@ def retry(
         return result
 
     return run(session, work)
+
+
+def retry_compensation(
+    session: Session, action: Action, *, cause: str, by: str | None, reason: str | None
+) -> CommandResult:
+    """A compensating action's retry retries its failed compensation: the compensating
+    action (as if retried itself), or, when it never became one, the compensation afresh.
+    Refused (``compensating``) while no compensation failed."""
+    row = compensating.failed(session, action)
+    if row is None:
+        return CommandResult(False, "compensating", action.id)
+    child = compensating.action_of(session, row)
+    if child is not None and child.status in status.RETRYABLE:
+        reopen_down(session, child, cause=cause, by=by)
+        reopen(
+            session, child, cause=cause, by=by, reason=reason or f"retrying action {action.id}'s compensation"
+        )
+        reopen_up(session, child, cause=cause, by=by)
+    else:
+        compensating.restart(session, action, row, cause=cause, by=by)
+    return CommandResult(True, "retried", action.id)
 
 
 def current_step(session: Session, action: Action) -> Step | None:

@@ -16,9 +16,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import achievement, audit, history, status
+from .. import achievement, audit, compensating, history, performance, status
 from ..action import Action, write_status
-from ..completion import complete_action
+from ..completion import complete_action, forward
 from ..invocation import Invocation
 from ..step import Step
 from .result import CommandResult, run
@@ -45,6 +45,9 @@ def skip(
         below = None
         if action is None:
             result = CommandResult(False, "not_found", action_id)
+        elif action.status == status.COMPENSATING:
+            result = skip_compensation(s, action, cause=cause, by=by, note=note)
+            below = result.action_id if result.reason == "not_a_leaf" else None
         elif action.status not in SKIPPABLE:
             result = CommandResult(False, "not_failed", action_id)
         elif (below := unsuccessful_child(s, action)) is not None:
@@ -60,6 +63,26 @@ def skip(
         return result
 
     return run(session, work)
+
+
+def skip_compensation(
+    session: Session, action: Action, *, cause: str, by: str | None, note: str | None
+) -> CommandResult:
+    """A compensating action's skip completes its failed compensation by hand when that
+    never became an action; one that did is skipped itself (``not_a_leaf`` names it)."""
+    row = compensating.failed(session, action)
+    if row is None:
+        return CommandResult(False, "not_failed", action.id)
+    child = compensating.action_of(session, row)
+    if child is not None:
+        return CommandResult(False, "not_a_leaf", child.id)
+    lane = performance.lock(session, action.concurrency_key)
+    ends_as = compensating.skip(session, action, row, cause=cause, by=by, note=note)
+    if ends_as is not None:
+        forward(
+            session, lane, action, ends_as, note="compensated", only_from=frozenset({status.COMPENSATING})
+        )
+    return CommandResult(True, "skipped", action.id)
 
 
 def unsuccessful_child(session: Session, action: Action) -> int | None:

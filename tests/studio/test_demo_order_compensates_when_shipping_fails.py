@@ -86,6 +86,9 @@ def test_a_refused_refund_needs_attention_on_the_page_and_the_overview(
     page = operator_client.get(f"/actions/{order_id}")
     assert "compensation failed, needs attention" in page.text
     assert re.findall(r'data-compensation-status="(\w+)"', page.text) == ["failed", "succeeded"]
+    # And offers to retry the failed compensation (to skip it, skip the refund itself)
+    assert ">Retry compensation<" in page.text and "Skip compensation" not in page.text
+    assert ">Retry<" not in page.text
 
     # And the overview counts the tree in "Needs attention", linking to the list of them
     overview = operator_client.get("/")
@@ -115,3 +118,5 @@ def test_a_refused_refund_needs_attention_on_the_page_and_the_overview(
     with app.app_context():
         assert db.session.get(engine.Action, order_id).status == "failed"  # type: ignore[union-attr]
     assert 'data-compensations-failed="0"' in operator_client.get("/").text
+    # And a compensated order is not offered a retry: its work was undone
+    assert ">Retry<" not in operator_client.get(f"/actions/{order_id}").text
