@@ -87,6 +87,7 @@ def retry_compensation(
         )
         reopen_up(session, child, cause=cause, by=by)
     else:
+        lock(session, action.concurrency_key)  # as a concluding compensation would: one at a time
         compensating.restart(session, action, row, cause=cause, by=by)
     return CommandResult(True, "retried", action.id)
 
