@@ -214,7 +214,7 @@ class Action(ActionSummary):
 
 class Step(Answer):
     id: int
-    index: int = Field(description="Which step of the definition")
+    index: int = Field(description="Which step of the definition (-1: a step running a compensation)")
     name: str | None = Field(description="The step's name, when the server knows the definition")
     visit: int = Field(description="Which run of this step (a decision may go back to it)")
     result: Any = Field(None, description="What its body returned (JSON, as the action's result)")
@@ -268,8 +268,24 @@ class SignalWait(Answer):
     until: Time = Field(description="Its deadline; null: none")
 
 
+class CompensationEntry(Answer):
+    id: int
+    name: str = Field(description="The action that undoes the step")
+    actor_type: str
+    actor_id: str
+    status: Literal[status.COMPENSATION_STATUSES]  # type: ignore[valid-type]
+    sequence: int | None = Field(description="Its turn (1 runs first) once the action compensates")
+    undoes_step_id: int = Field(description="The step whose work it undoes")
+    step_id: int | None = Field(description="The step that runs it (index -1), once started")
+    error_class: str | None = Field(description="Why it could not start")
+    error_message: str | None
+
+
 class ActionDetail(Action):
     steps: list[Step]
+    compensations: list[CompensationEntry] = Field(
+        description="What its steps registered to undo their work, in turn, and their progress"
+    )
     inbox: list[InboxSignal] = Field(description="Every signal sent to it, oldest first")
     waits: list[SignalWait] = Field(description="Its waits for signals not yet satisfied")
     parents: list[Parent] = Field(description="The steps that waited on it (several when reuse attached it)")

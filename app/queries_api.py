@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from engine import status
 from engine.commands import ActionFilter
-from engine.models import Action, ActionEvent, Invocation, Performance, Signal, Step
+from engine.models import Action, ActionEvent, Compensation, Invocation, Performance, Signal, Step
 from engine.signal import SIGNAL_WAIT
 from engine.step import step_actions
 
@@ -237,3 +237,30 @@ def latest_action(session: Session, actor_type: str, actor_id: str, name: str) -
         .order_by(Action.id.desc())
         .limit(1)
     ).first()
+
+
+def compensations_of(session: Session, action: Action) -> list[dict[str, Any]]:
+    """What the action's steps registered to undo their work, in turn (then as registered):
+    no query for an action that registered none."""
+    if not action.compensations_count:
+        return []
+    rows = session.scalars(
+        select(Compensation)
+        .where(Compensation.action_id == action.id)
+        .order_by(Compensation.sequence.is_(None), Compensation.sequence, Compensation.id)
+    )
+    return [
+        {
+            "id": c.id,
+            "name": c.name,
+            "actor_type": c.actor_type,
+            "actor_id": c.actor_id,
+            "status": c.status,
+            "sequence": c.sequence,
+            "undoes_step_id": c.step_id,
+            "step_id": c.compensation_step_id,
+            "error_class": c.error_class,
+            "error_message": c.error_message,
+        }
+        for c in rows
+    ]

@@ -130,7 +130,7 @@ def step_json(step: Step, children: list[int], names: list[str] | None = None) -
     return {
         "id": step.id,
         "index": step.definition_index,
-        "name": names[step.definition_index] if names and step.definition_index < len(names) else None,
+        "name": names[step.definition_index] if names and 0 <= step.definition_index < len(names) else None,
         "visit": step.visit,
         "result": step.result,
         "decision": step.decision,
@@ -253,6 +253,7 @@ def action(action_id: int) -> Response:
                 else None
             ),
             "steps": [step_json(s, children[s.id], names) for s in steps],
+            "compensations": queries_api.compensations_of(session, found),
             "inbox": [signal_json(signal) for signal in queries_api.inbox_of(session, found.id)],
             "waits": [wait_json(wait) for wait in queries_api.open_waits_of(session, found.id)],
             "parents": [
