@@ -44,7 +44,7 @@ TTL = {
 #: The windows the tiles and the runs per definition offer.
 TILE_WINDOWS = ("1h", "24h", "7d")
 #: Statuses counted live (what is in flight now), and completed in the window.
-LIVE_STATUSES = (status.PENDING, status.PERFORMING)
+LIVE_STATUSES = (status.PENDING, status.PERFORMING, status.COMPENSATING)
 COMPLETED_STATUSES = CHART_STATUSES
 #: Approvals listed with their forms, and failed trees listed, in "Needs attention".
 WAITING_SHOWN = 10

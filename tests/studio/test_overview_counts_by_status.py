@@ -1,4 +1,4 @@
-"""Given actions in several statuses, the overview counts the live ones (pending, performing,
+"""Given actions in several statuses, the overview counts the live ones (pending, performing, compensating,
 waiting for a person) with counts that stop at a cap so that the page (and its polling
 fragment) stays cheap on a big table, and beside them those completed in a chosen window
 (1 h, 24 h, 7 d), with a success rate.
@@ -50,6 +50,7 @@ def test_the_overview_counts_actions_by_status(
     assert counts_on(viewer_client.get("/", headers=HTMX).text) == {
         "pending": 1,
         "performing": 1,
+        "compensating": 0,
         "succeeded": 2,
         "failed": 1,
         "cancelled": 0,
