@@ -224,6 +224,25 @@ def action_of(session: Session, row: Compensation) -> Action | None:
     return session.get(Action, action_id, populate_existing=True) if action_id is not None else None
 
 
+def resumed(session: Session, action: Action, step: Step, *, cause: str, by: str | None) -> None:
+    """The failed compensating action that ``step`` (a compensation's) waits on was
+    retried or skipped: the compensation runs again."""
+    row = session.scalars(_OF_STEP, {"step_id": step.id}).one_or_none()
+    if row is None or row.status != status.COMPENSATION_FAILED:
+        return
+    row.status, row.completed_at = status.COMPENSATION_RUNNING, None
+    history.record(
+        session,
+        action,
+        "compensation_retried",
+        cause=cause,
+        by=by,
+        step_id=step.id,
+        compensation_id=row.id,
+        name=row.name,
+    )
+
+
 def restart(session: Session, action: Action, row: Compensation, *, cause: str, by: str | None) -> None:
     """Run the failed ``row`` again, as a new child action (its placeholders filled in again)."""
     row.status, row.completed_at = status.COMPENSATION_QUEUED, None

@@ -83,9 +83,13 @@ def test_a_failed_compensation_leaves_the_action_compensating_until_an_operator_
 
     # When an operator retries the failed refund
     assert commands.retry(refund_id, by="ops@example.com")
+
+    # Then the compensation runs again (no longer failed)
+    session.expire_all()
+    assert {r.name: r.status for r in session.scalars(select(Compensation))}["refund"] == "running"
     testing.drain()
 
-    # Then the refund runs, the release after it, and the order ends failed, compensated
+    # And the refund runs, the release after it, and the order ends failed, compensated
     assert journal == ["refund pay-7", "release"]
     session.expire_all()
     assert session.get(Action, order_id).status == "failed"  # type: ignore[union-attr]

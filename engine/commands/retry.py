@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from .. import audit, broker, compensating, history, status
 from ..action import Action, write_status
-from ..compensation import undone
+from ..compensation import STEP_INDEX, undone
 from ..completion import perform
 from ..errors import ActorNotFound, UnknownAction
 from ..invocation import Invocation
@@ -203,6 +203,8 @@ def reopen_up(session: Session, action: Action, *, cause: str, by: str | None) -
             step.status = status.STEP_PERFORMING
             step.completed_at = None
             history.record(session, parent, "step_reopened", cause=cause, by=by, step_id=step.id, retried=1)
+            if step.definition_index == STEP_INDEX:  # a failed compensation runs again
+                compensating.resumed(session, parent, step, cause=cause, by=by)
         session.flush()
         if (
             parent is not None
