@@ -164,3 +164,31 @@ def test_while_compensating_the_action_keeps_its_lane_and_its_parent_waits(
     assert journal[-2:] == ["release tyre", "second order"]
     assert session.get(Action, root.action_id).status == "failed"  # type: ignore[union-attr]
     assert "thanks" not in journal
+
+
+def test_a_failure_below_compensates_the_child_before_its_parent(session: Session, car: Car) -> None:
+    # Given a holiday that books a flight, then takes an order that ships and fails
+    journal: list[str] = []
+    declare_order(journal)
+    engine.define(Car, "cancel_flight", lambda car: journal.append("cancel flight"))
+    holiday = engine.define(Car, "holiday")
+
+    @holiday.step
+    def fly(car: Car, step: StepContext) -> None:
+        step.compensate("cancel_flight")
+
+    @holiday.step
+    def shop(car: Car, step: StepContext) -> None:
+        step.do("order", 12)
+
+    # When it runs
+    with testing.handle_exceptions():
+        invocation = engine.later(car, "holiday")
+        session.commit()
+        testing.drain()
+
+    # Then the order undoes its steps first, then the holiday its own, and both end failed
+    assert journal == ["ship", "ship", "refund pay-12", "release tyre", "cancel flight"]
+    session.refresh(invocation)
+    statuses = {name: state for name, state in session.execute(select(Action.name, Action.status))}
+    assert statuses["holiday"] == statuses["order"] == "failed"
