@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from . import arguments, broker, clock, history, registry, status
@@ -63,6 +63,9 @@ _UNDONE = (
     .order_by(Compensation.sequence)
 )
 _OF_STEP = select(Compensation).where(Compensation.compensation_step_id == bindparam("step_id"))
+_VISITS = select(func.max(Step.visit)).where(
+    Step.action_id == bindparam("action_id"), Step.definition_index == STEP_INDEX
+)
 
 
 def begin(
@@ -153,10 +156,13 @@ def _start(session: Session, action: Action, row: Compensation) -> None:
             session, action, "compensation_failed", compensation_id=row.id, name=row.name, **error_data(error)
         )
         return
+    # Each run of a compensation is a visit of the action's compensation steps (a retried
+    # one that never became an action runs on a new step).
+    visits = session.scalar(_VISITS, {"action_id": action.id}) or 0
     step = Step(
         action_id=action.id,
         definition_index=STEP_INDEX,
-        visit=row.id,
+        visit=visits + 1,
         status=status.STEP_PERFORMING,
         started_at=now,
         performed_at=now,  # no body: it only waits on its child

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 import engine
 from engine import StepContext, commands, testing
-from engine.models import Action, ActionEvent, Compensation
+from engine.models import Action, ActionEvent, Compensation, Step
 from tests.domain import Account, Car
 
 
@@ -211,3 +211,37 @@ def test_an_operator_completes_by_hand_a_compensation_that_cannot_start(session:
     history = events(session, order_id)
     assert history.index("compensation_skipped") < history.index("compensated")
     assert {r.status for r in session.scalars(select(Compensation))} == {"succeeded"}
+
+
+def test_a_compensation_refused_before_admission_runs_again_on_a_new_step(session: Session, car: Car) -> None:
+    # Given an order whose refund's before hook refuses it the first time
+    journal: list[str] = []
+    declare_order(journal, refund_failures=0)
+    refusals = {"left": 1}
+
+    def before(car: Car, action: engine.Action, payment: dict[str, str]) -> None:
+        if refusals["left"]:
+            refusals["left"] -= 1
+            action.cancel()
+
+    engine.definition(Car, "refund").before(before)
+    with testing.handle_exceptions():
+        order_id = start(session, car)
+
+    # Then the refund failed without becoming an action; the order waits
+    row = session.scalars(select(Compensation).where(Compensation.name == "refund")).one()
+    assert (row.status, row.invocation_id is not None) == ("failed", True)
+    assert session.get(Action, order_id).status == "compensating"  # type: ignore[union-attr]
+
+    # When an operator retries the order
+    assert commands.retry(order_id, by="ops@example.com")
+    testing.drain()
+
+    # Then the refund runs (on a step of its own), then the release, and the order ends failed
+    assert journal == ["refund pay-7", "release"]
+    session.expire_all()
+    assert session.get(Action, order_id).status == "failed"  # type: ignore[union-attr]
+    visits = session.scalars(
+        select(Step.visit).where(Step.action_id == order_id, Step.definition_index == -1)
+    ).all()
+    assert sorted(visits) == [1, 2, 3]
