@@ -24,6 +24,8 @@ COUNTERS: dict[str, str] = {
     "stepwise_sweeper_recoveries_total": "Work that was due but not picked up, which the sweeper sent again.",
     "stepwise_signals_sent_total": "Signals recorded in an action's inbox.",
     "stepwise_signals_consumed_total": "Signals consumed by a step that waited for them.",
+    "stepwise_heartbeat_timeouts_total": "Running attempts lost: no heartbeat for their heartbeat_timeout.",
+    "stepwise_attempt_timeouts_total": "Attempts of step bodies that ran longer than their attempt_timeout.",
     # Counted from the "completed" events of each transaction, by their status.
     "stepwise_actions_completed_total": "Actions completed, by the status they were completed with.",
 }

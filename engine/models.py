@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .achievement import Achievement
 from .action import Action
+from .attempt import Attempt
 from .audit import AuditEntry
 from .bulk_run import BulkRun
 from .counter import Counter
@@ -17,6 +18,7 @@ __all__ = [
     "Achievement",
     "Action",
     "ActionEvent",
+    "Attempt",
     "AuditEntry",
     "BulkRun",
     "Counter",

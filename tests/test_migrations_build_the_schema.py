@@ -44,6 +44,7 @@ PARTIAL_INDEXES = {
     "ix_stepwise_invocations_waiting",
     "ix_stepwise_performances_outbound_complete_key",
     "ix_stepwise_steps_unperformed",
+    "ix_stepwise_attempts_open",
 }
 
 
