@@ -52,6 +52,8 @@ class _Begun:
     attempt_id: int
     number: int
     checkpoint: Any
+    started_at: datetime
+    deadline_at: datetime | None
 
 
 def run(step_id: int) -> tuple[list[int], list[int]]:
@@ -126,7 +128,9 @@ def _begin(session: Session, step_id: int) -> _Begun | None:
         except IntegrityError:
             session.rollback()  # another worker started it (SQLite has no row lock)
             return None
-    return _Begun(step, action, options, started.id, step.attempt, checkpoint)
+    return _Begun(
+        step, action, options, started.id, step.attempt, checkpoint, started.started_at, started.deadline_at
+    )
 
 
 def _started(session: Session, action: Action, step: Step, started: attempt.Attempt) -> None:
@@ -185,8 +189,10 @@ def _run_body(session: Session, begun: _Begun) -> None:
 
 def _conclude(session: Session, begun: _Begun, outcome: Outcome, beat: heartbeat.Beat) -> None:
     """Record the outcome if the step is still at this attempt and the attempt open;
-    otherwise roll the body's writes back and drop it."""
-    if outcome.error is not None:
+    otherwise roll the body's writes back and drop it. A body that returns after its
+    attempt_timeout timed out, whether or not the watch saw it first."""
+    late = begun.deadline_at is not None and clock.now() > begun.deadline_at
+    if outcome.error is not None or late:
         session.rollback()  # a failed attempt's writes do not stand
     db.lock_for_write(session)
     row = session.execute(_LOCK, {"step_id": begun.step.id}).one_or_none()
@@ -201,6 +207,14 @@ def _conclude(session: Session, begun: _Begun, outcome: Outcome, beat: heartbeat
     )
     ended = attempt.SUCCEEDED if outcome.error is None else attempt.FAILED
     pending = beat.pending
+    if late and current:
+        assert step is not None and action is not None and begun.deadline_at is not None
+        error = _timed_out(step, action, begun.number, begun.deadline_at - begun.started_at)
+        if attempt.close(session, begun.attempt_id, attempt.TIMED_OUT, error, pending.get("checkpoint")):
+            counter.count(session, {"stepwise_attempt_timeouts_total": 1})
+            _failed(session, step, action, error)
+            session.commit()
+            return
     if not current or not attempt.close(
         session, begun.attempt_id, ended, outcome.error, pending.get("checkpoint"), pending.get("progress")
     ):
@@ -272,12 +286,7 @@ def check(session: Session, attempt_id: int) -> timedelta | None:
     name = _step_name(action, step)
     error: AttemptTimedOut
     if found.deadline_at is not None and found.deadline_at <= now:
-        limit = (found.deadline_at - found.started_at).total_seconds()
-        error = AttemptTimedOut(
-            f"attempt {found.attempt} of step {name!r} of action {action.id} ({action.name}) ran longer "
-            f"than its attempt_timeout ({limit:g} s); it counts as failed",
-            found.attempt,
-        )
+        error = _timed_out(step, action, found.attempt, found.deadline_at - found.started_at)
         attempt.close(session, found.id, attempt.TIMED_OUT, error)
         counter.count(session, {"stepwise_attempt_timeouts_total": 1})
     else:
@@ -293,6 +302,14 @@ def check(session: Session, attempt_id: int) -> timedelta | None:
     log.warning("stepwise: %s", error)
     _failed(session, step, action, error)
     return None
+
+
+def _timed_out(step: Step, action: Action, number: int, limit: timedelta) -> AttemptTimedOut:
+    return AttemptTimedOut(
+        f"attempt {number} of step {_step_name(action, step)!r} of action {action.id} ({action.name}) "
+        f"ran longer than its attempt_timeout ({limit.total_seconds():g} s); it counts as failed",
+        number,
+    )
 
 
 def _step_name(action: Action, step: Step) -> str:
