@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import (
     JSON,
     BigInteger,
-    ForeignKey,
     Index,
     String,
     Text,
@@ -67,7 +66,9 @@ class Attempt(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    step_id: Mapped[int] = mapped_column(ForeignKey("stepwise_steps.id"))
+    #: No foreign key: inserting one would take a KEY SHARE lock on the step row, which the
+    #: body's lease (FOR UPDATE) holds while the start commits on another connection.
+    step_id: Mapped[int] = mapped_column(BigInteger)
     action_id: Mapped[int] = mapped_column(BigInteger)
     attempt: Mapped[int]
     #: When the attempt became due (the step opened, or its retry's time): queue latency.

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from engine.models import ActionEvent, Attempt
 
 
-class WorkerKilled(BaseException):  # noqa: N818 - what it stands for, not an error
+class WorkerKilled(BaseException):
     """Raised inside a body to stand for its worker dying there: nothing after it runs,
     and nothing catches it (as SIGKILL), so the attempt is left open as a killed worker's."""
 
@@ -21,5 +21,7 @@ def attempts(session: Session, action_id: int) -> list[Attempt]:
 
 def events(session: Session, action_id: int) -> list[str]:
     return list(
-        session.scalars(select(ActionEvent.event).where(ActionEvent.action_id == action_id).order_by(ActionEvent.id))
+        session.scalars(
+            select(ActionEvent.event).where(ActionEvent.action_id == action_id).order_by(ActionEvent.id)
+        )
     )

@@ -18,7 +18,9 @@ from tests.domain import Car
 
 
 def declare_report(processed: list[int], die_after: int | None) -> None:
-    report = engine.define(Car, "report", retry=RetryPolicy(max_attempts=3, initial_interval=timedelta(seconds=1), jitter=0))
+    report = engine.define(
+        Car, "report", retry=RetryPolicy(max_attempts=3, initial_interval=timedelta(seconds=1), jitter=0)
+    )
 
     @report.step(heartbeat_timeout=timedelta(seconds=10))
     def chunks(car: Car, step: StepContext, total: int) -> str:
@@ -78,7 +80,9 @@ def test_a_checkpoint_survives_a_failed_attempt(session: Session, car: Car) -> N
     # Given a body that checkpoints, then fails, on its first attempt
     testing.freeze()
     seen: list[object] = []
-    copy = engine.define(Car, "copy", retry=RetryPolicy(max_attempts=2, initial_interval=timedelta(seconds=1), jitter=0))
+    copy = engine.define(
+        Car, "copy", retry=RetryPolicy(max_attempts=2, initial_interval=timedelta(seconds=1), jitter=0)
+    )
 
     @copy.step(heartbeat_timeout=30)
     def rows(car: Car, step: StepContext) -> None:

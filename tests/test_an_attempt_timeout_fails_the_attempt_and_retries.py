@@ -56,7 +56,9 @@ def test_a_slow_attempt_times_out_and_the_retry_succeeds(session: Session, car: 
     assert "stepwise_attempt_timeouts_total 1.0" in metrics.render(session)
 
 
-def test_a_hung_attempt_is_closed_by_its_check_and_the_last_one_fails_the_step(session: Session, car: Car) -> None:
+def test_a_hung_attempt_is_closed_by_its_check_and_the_last_one_fails_the_step(
+    session: Session, car: Car
+) -> None:
     # Given a step whose every attempt hangs (its worker stops there)
     testing.freeze()
     hang = engine.define(Car, "hang", retry=RETRY)
@@ -83,5 +85,8 @@ def test_a_hung_attempt_is_closed_by_its_check_and_the_last_one_fails_the_step(s
     session.expire_all()
     stored = session.query(Action).one()
     assert (stored.status, stored.error_class) == ("failed", "engine.errors.AttemptTimedOut")
-    assert [(a.attempt, a.outcome) for a in attempts(session, stored.id)] == [(1, "timed_out"), (2, "timed_out")]
+    assert [(a.attempt, a.outcome) for a in attempts(session, stored.id)] == [
+        (1, "timed_out"),
+        (2, "timed_out"),
+    ]
     assert action is not None

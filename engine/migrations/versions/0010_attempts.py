@@ -25,7 +25,7 @@ def upgrade() -> None:
     op.create_table(
         "stepwise_attempts",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
-        sa.Column("step_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column("step_id", sa.BigInteger(), nullable=False),
         sa.Column("action_id", sa.BigInteger(), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False),
         sa.Column("enqueued_at", sa.DateTime(), nullable=True),
@@ -40,9 +40,6 @@ def upgrade() -> None:
         sa.Column("outcome", sa.String(length=20), nullable=True),
         sa.Column("error_class", sa.String(length=255), nullable=True),
         sa.Column("error_message", sa.Text(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["step_id"], ["stepwise_steps.id"], name="fk_stepwise_attempts_step_id_stepwise_steps"
-        ),
         sa.PrimaryKeyConstraint("id", name="pk_stepwise_attempts"),
         sa.UniqueConstraint("step_id", "attempt", name="uq_stepwise_attempts_step_id_attempt"),
         sqlite_autoincrement=True,
