@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 import engine
-from engine import StepContext, sweeper, testing
+from engine import StepContext, metrics, sweeper, testing
 from engine.models import Action
 from engine.retry import RetryPolicy
 from tests.attempt_helpers import WorkerKilled, attempts, events
@@ -74,6 +74,9 @@ def test_a_body_whose_heartbeats_stop_is_retried_from_its_checkpoint(
     history = events(session, action.id)
     assert history.count("attempt_started") == 2
     assert "attempt_failed" in history
+    exposition = metrics.render(session)
+    assert "stepwise_heartbeat_timeouts_total 1.0" in exposition
+    assert 'stepwise_attempt_queue_latency_seconds_count{name="report"} 2.0' in exposition
 
 
 def test_a_checkpoint_survives_a_failed_attempt(session: Session, car: Car) -> None:
