@@ -145,6 +145,8 @@ def _duration(name: str, value: timedelta | float | None) -> timedelta | None:
 def options_of(definition: Definition, index: int) -> Options | None:
     """The durable-attempt options of the step at ``index`` (no query: read from the code).
     A recovery target is durable too, so that it can run on an actor that is gone."""
+    if not definition.attempt_options and definition.default_attempt_options is None:
+        return None  # the hot path: a definition that declares none
     names = definition.step_names()
     if index >= len(names):
         return None

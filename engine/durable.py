@@ -54,6 +54,8 @@ class _Begun:
     checkpoint: Any
     started_at: datetime
     deadline_at: datetime | None
+    #: Whether the start committed in the body's session (else the lease is still held).
+    committed: bool
 
 
 def run(step_id: int) -> tuple[list[int], list[int]]:
@@ -112,12 +114,15 @@ def _begin(session: Session, step_id: int) -> _Begun | None:
         return None
     checkpoint = attempt.last_checkpoint(session, step.id)
     enqueued_at = step.retry_at or step.created_at
-    if options.watched:
+    committed = options.watched or session.get_bind().dialect.name == "sqlite"
+    if committed:
+        # SQLite has no row lock to keep as a lease, and one writer: the start commits here.
         started = attempt.start(session, step.id, action.id, step.attempt, options, enqueued_at)
         _started(session, action, step, started)
-        step.next_sweep_at = WATCHED
-        delay = (started.watched_until or clock.now()) - clock.now()
-        broker.enqueue(session, broker.CHECK_ATTEMPT, started.id, delay=delay)
+        if options.watched:
+            step.next_sweep_at = WATCHED
+            delay = (started.watched_until or clock.now()) - clock.now()
+            broker.enqueue(session, broker.CHECK_ATTEMPT, started.id, delay=delay)
         session.commit()
     else:
         # The lease stays held while the body runs: the start commits on another connection.
@@ -126,10 +131,18 @@ def _begin(session: Session, step_id: int) -> _Begun | None:
                 started = attempt.start(side, step.id, action.id, step.attempt, options, enqueued_at)
                 _started(side, action, step, started)
         except IntegrityError:
-            session.rollback()  # another worker started it (SQLite has no row lock)
+            session.rollback()  # its start was recorded meanwhile: that run goes on
             return None
     return _Begun(
-        step, action, options, started.id, step.attempt, checkpoint, started.started_at, started.deadline_at
+        step,
+        action,
+        options,
+        started.id,
+        step.attempt,
+        checkpoint,
+        started.started_at,
+        started.deadline_at,
+        committed,
     )
 
 
@@ -152,7 +165,7 @@ def _actor(action: Action, step: Step) -> Any:
 
 def _run_body(session: Session, begun: _Begun) -> None:
     step, action = begun.step, begun.action
-    if begun.options.watched:  # a new transaction, without the lease: read them again
+    if begun.committed:  # a new transaction, without the lease: read them again
         session.refresh(step)
         session.refresh(action)
     context = StepContext(session, step, action)

@@ -9,13 +9,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
-from engine import StepContext, testing
+from engine import StepContext, sweeper, testing
 from engine.models import Action, ActionEvent
 from engine.retry import RetryPolicy
+from tests.attempt_helpers import WorkerKilled
 from tests.domain import Car
 
 
@@ -109,3 +111,38 @@ def test_a_recovery_step_is_told_the_failed_attempt_did_not_run(session: Session
     action = session.query(Action).one()
     assert (action.status, engine.result_of(action)) == ("succeeded", "nothing to refund")
     assert recovering(session, action.id)["may_have_run"] is False
+
+
+def test_an_attempt_lost_with_its_worker_may_have_run(session: Session, car: Car) -> None:
+    # Given a charge (no retries) whose worker dies while the body runs
+    testing.freeze()
+    seen: list[Any] = []
+    order = engine.define(Car, "order")
+
+    @order.step(recover="refund")
+    def charge(car: Car, step: StepContext) -> None:
+        raise WorkerKilled
+
+    @order.step
+    def refund(car: Car, step: StepContext) -> None:
+        seen.append(step.failure)
+
+    engine.later(car, "order")
+    session.commit()
+    with pytest.raises(WorkerKilled):
+        testing.drain()
+
+    # When the sweeper finds the step's body never concluded and sends it again
+    testing.travel(sweeper.GRACE + timedelta(seconds=1))
+    with engine.new_session() as sweeping:
+        assert sweeper.sweep(sweeping).perform_step == 1
+    testing.drain()
+
+    # Then its open attempt is known lost, and the refund step knows the charge may have run
+    [failure] = seen
+    assert (failure.error_class, failure.outcome, failure.may_have_run) == (
+        "engine.errors.AttemptLost",
+        "lost",
+        True,
+    )
+    assert "never concluded" in failure.message
