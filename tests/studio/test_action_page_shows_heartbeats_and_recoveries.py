@@ -52,7 +52,7 @@ def test_a_running_step_shows_its_last_heartbeat_progress_and_checkpoint(
     page = text_of(viewer_client.get(f"/actions/{action.id}").text)
     assert "step chunks: running · last heartbeat 6s ago, 40%" in page
     assert "attempt 1 running on" in page
-    assert 'attempt 1 running on' in page and '· heartbeat 6s ago · 40% · checkpoint {"chunk": 4}' in page
+    assert "attempt 1 running on" in page and '· heartbeat 6s ago · 40% · checkpoint {"chunk": 4}' in page
 
     # When no heartbeat comes for 30 s, the attempt is lost and the page says so
     testing.travel(timedelta(seconds=30))
