@@ -15,12 +15,14 @@ from sqlalchemy import JSON
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 import engine
-from engine import Actor, StepContext
+from engine import Actor, RetryPolicy, StepContext
 from tests.integration.intervals import configure_worker
 
-#: How long each chunk takes, and the heartbeat timeout of the report's step.
+#: How long each chunk takes, the heartbeat timeout of the report's step, and its retries
+#: (the next attempt is due at once: the test measures how soon a lost one is found).
 CHUNK_SECONDS = 0.25
 HEARTBEAT_TIMEOUT = timedelta(seconds=3)
+RETRY = RetryPolicy(max_attempts=3, initial_interval=timedelta(milliseconds=100), jitter=0)
 
 configure_worker()
 
@@ -37,7 +39,7 @@ class Report(Actor, ReportsBase):
     #: Which worker process processed each chunk (only the committed attempt's).
     processed_by: Mapped[list[int] | None] = mapped_column(JSON)
 
-    @engine.action(heartbeat_timeout=HEARTBEAT_TIMEOUT, retry=3)
+    @engine.action(heartbeat_timeout=HEARTBEAT_TIMEOUT, retry=RETRY)
     def generate(self, step: StepContext) -> dict[str, int]:
         start = step.checkpoint or 0
         done = list(self.processed_by or [])[:start]

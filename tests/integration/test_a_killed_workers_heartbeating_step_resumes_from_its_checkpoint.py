@@ -19,7 +19,7 @@ from engine import status, sweeper
 from engine.models import Action, Attempt
 from tests.integration.brokers import BrokerServer
 from tests.integration.harness import WorkerGroup, fresh_database, wait_for, wait_until_ready, worker_env
-from tests.integration.reports import CHUNK_SECONDS, HEARTBEAT_TIMEOUT, Report, ReportsBase
+from tests.integration.reports import HEARTBEAT_TIMEOUT, RETRY, Report, ReportsBase
 
 #: How often the test sweeps, as a clock process would.
 SWEEP_SECONDS = 1.0
@@ -95,7 +95,11 @@ def test_a_killed_workers_heartbeating_step_resumes_on_another_worker_from_its_c
             time.sleep(SWEEP_SECONDS)
         assert done, f"not done: {attempts()}\n{second.tail(40)}"
         assert resumed_after is not None
-        budget = HEARTBEAT_TIMEOUT.total_seconds() + SWEEP_SECONDS + CHUNK_SECONDS + 2.0  # + scheduling slack
+        # The heartbeat timeout, a sweep, the retry's interval, and slack for the broker and
+        # the worker to pick the next attempt up.
+        budget = (
+            HEARTBEAT_TIMEOUT.total_seconds() + SWEEP_SECONDS + RETRY.initial_interval.total_seconds() + 2.0
+        )
         print(f"\nresumed {resumed_after:.1f} s after the kill (budget {budget:.1f} s)")
         assert resumed_after <= budget, f"resumed {resumed_after:.1f} s after the kill"
         lost, resumed = attempts()
