@@ -72,7 +72,9 @@ def run(step_id: int) -> tuple[list[int], list[int]]:
 
 def _begin(session: Session, step_id: int) -> _Begun | None:
     """Take the lease and record the attempt's start; None when there is nothing to run
-    (what the lease found is committed then)."""
+    (what the lease found is committed then). On SQLite the write lock is taken first, so
+    that what decides and what is written see one state."""
+    db.lock_for_write(session)
     row = session.execute(_LEASE, {"step_id": step_id}).one_or_none()
     step, action = row if row is not None else (None, None)
     if (
