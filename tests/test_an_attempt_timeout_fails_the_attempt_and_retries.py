@@ -90,3 +90,28 @@ def test_a_hung_attempt_is_closed_by_its_check_and_the_last_one_fails_the_step(
         (2, "timed_out"),
     ]
     assert action is not None
+
+
+def test_a_one_step_action_declares_its_attempt_timeout_on_the_action(session: Session, car: Car) -> None:
+    # Given a one-step action (a plain method) with an attempt timeout on @action
+    testing.freeze()
+    calls: list[str] = []
+
+    def wash(car: Car) -> None:
+        calls.append("wash")
+        if len(calls) == 1:
+            testing.travel(timedelta(seconds=11))
+
+    engine.define(Car, "wash", wash, attempt_timeout=timedelta(seconds=10), retry=RETRY)
+
+    # When its first attempt runs too long and its retry comes due
+    engine.later(car, "wash")
+    session.commit()
+    testing.drain()
+    testing.travel(timedelta(seconds=1))
+    testing.drain()
+
+    # Then the first attempt timed out and the second succeeded
+    stored = session.query(Action).one()
+    assert (stored.status, calls) == ("succeeded", ["wash", "wash"])
+    assert [a.outcome for a in attempts(session, stored.id)] == ["timed_out", "succeeded"]
