@@ -89,3 +89,20 @@ def test_a_recovery_step_shows_the_failure_that_led_to_it(
     page = text_of(viewer_client.get(f"/actions/{action.id}").text)
     assert "recovering from charge: builtins.RuntimeError card declined (attempt 1, may have run)" in page
     assert "→ went to refund" in page
+
+
+def test_the_catalog_shows_a_steps_timeouts_and_its_recovery(viewer_client: StudioClient) -> None:
+    order = engine.define(Car, "order")
+
+    @order.step(heartbeat_timeout=30, attempt_timeout=timedelta(minutes=5), recover="refund")
+    def charge(car: Car, step: StepContext) -> None:
+        pass
+
+    @order.step
+    def refund(car: Car, step: StepContext) -> None:
+        pass
+
+    page = viewer_client.get("/catalog/").text
+    assert "heartbeat timeout 30s · attempt timeout 5m 00s" in page
+    assert 'data-edge="recover:refund"' in page
+    assert "once its retries are exhausted, recovers at" in text_of(page)
