@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from engine import registry
+from engine.attempt import options_of as attempt_options
 from engine.definition import Definition
 from engine.retry import NO_RETRY, RetryPolicy
 
@@ -54,6 +55,10 @@ class StepShape:
     #: The source could not be read (a builtin, a function made at run time).
     unknown: bool = False
     where: str | None = None
+    #: Its durable-attempt options in words (heartbeat and attempt timeouts), and the step
+    #: it recovers to once its retries are exhausted.
+    attempts: str | None = None
+    recover: str | None = None
 
     @property
     def dynamic(self) -> bool:
@@ -143,6 +148,19 @@ def steps(definition: Definition) -> list[StepShape]:
                     where=where(method),
                 )
             )
+    for index, shape in enumerate(shapes):
+        declared = attempt_options(definition, index)
+        if declared is not None:
+            shape.recover = declared.recover
+            words = [
+                f"{label} {duration(value)}"
+                for label, value in (
+                    ("heartbeat timeout", declared.heartbeat_timeout),
+                    ("attempt timeout", declared.attempt_timeout),
+                )
+                if value is not None
+            ]
+            shape.attempts = " · ".join(words) or None
     return shapes
 
 

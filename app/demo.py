@@ -13,7 +13,9 @@
   multiple of 5), and then the order compensates, releasing the stock, then refunding
   the payment; the bank refuses one of those refunds in four (an id that is a multiple of
   20), left for an operator to retry or skip ("compensation failed").
-- A ``Report`` whose data fetch sometimes fails (retry it from the studio) and whose PDF
+- A ``Report`` whose data fetch sometimes fails (retry it from the studio), whose
+  generation processes its chunks heartbeating a checkpoint (a lost worker's report
+  resumes where it stopped; watch the heartbeat and progress on its page), and whose PDF
   rendering fails now and then but has a retry policy; a checksum per period makes
   achievements, so a report already published for its period is skipped.
 
@@ -50,6 +52,10 @@ PERIODS = ("2025-W01", "2025-W02", "2025-W03")
 LARGE_ORDER_CENTS = 50_000
 #: ...for at most this long; then the order fails.
 REVIEW_DEADLINE = timedelta(minutes=30)
+#: A report's generation: its chunks, how long each takes, and its heartbeat timeout.
+REPORT_CHUNKS = 8
+REPORT_CHUNK_SECONDS = 0.5
+REPORT_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 
 class ExpectedFailures(logging.Filter):
@@ -276,6 +282,16 @@ class Report(engine.Actor, db.Model):
     )
     def publish(self, step: Any) -> None:
         step.do("fetch_rows")
+
+    @publish.step(heartbeat_timeout=REPORT_HEARTBEAT_TIMEOUT, attempt_timeout=timedelta(minutes=2))
+    def generate(self, step: Any) -> dict[str, int]:
+        """Process the report's chunks, heartbeating the index of the next one: an attempt
+        whose worker dies is retried from there once no heartbeat came for 10 s."""
+        start = step.checkpoint or 0
+        for chunk in range(start, REPORT_CHUNKS):
+            time.sleep(REPORT_CHUNK_SECONDS)
+            step.heartbeat(progress=(chunk + 1) / REPORT_CHUNKS, checkpoint=chunk + 1)
+        return {"chunks": REPORT_CHUNKS, "resumed_at": start}
 
     @publish.step
     def render(self, step: Any) -> None:

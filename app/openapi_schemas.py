@@ -278,6 +278,27 @@ class CompensationEntry(Answer):
     undoes_step_id: int = Field(description="The step whose work it undoes")
     step_id: int | None = Field(description="The step that runs it (index -1), once started")
     error_class: str | None = Field(description="Why it could not start")
+
+
+class DurableAttempt(Answer):
+    """One attempt of a step that declares heartbeat_timeout, attempt_timeout or recover."""
+
+    id: int
+    step_id: int
+    attempt: int
+    outcome: Literal["succeeded", "failed", "timed_out", "lost", "discarded"] | None = Field(
+        description="null: still running"
+    )
+    worker: str | None = Field(description="host:pid of the worker that ran it")
+    enqueued_at: Time = Field(description="When it became due")
+    started_at: Time
+    heartbeat_at: Time = Field(description="Its last heartbeat")
+    progress: float | str | None = Field(description="The last heartbeat's progress: 0..1 or a short text")
+    checkpoint: Any = Field(None, description="The last checkpoint (JSON), where a retry resumes")
+    lost_at: Time = Field(description="Without a heartbeat by then it is lost")
+    deadline_at: Time = Field(description="Its attempt_timeout runs out then")
+    ended_at: Time
+    error_class: str | None
     error_message: str | None
 
 
@@ -290,6 +311,9 @@ class ActionDetail(Action):
     waits: list[SignalWait] = Field(description="Its waits for signals not yet satisfied")
     parents: list[Parent] = Field(description="The steps that waited on it (several when reuse attached it)")
     errors: list[AttemptError] = Field(description="Every error in its history, oldest first")
+    attempts: list[DurableAttempt] = Field(
+        description="Its durable attempts (of steps with heartbeat_timeout, attempt_timeout or recover)"
+    )
 
 
 class ActionPage(Answer):

@@ -18,11 +18,15 @@ from .definition import Definition, define, definition
 from .errors import (
     ActorNotFound,
     ArgumentError,
+    AttemptLost,
+    AttemptTimedOut,
+    Cancelled,
     ConfigurationError,
     Deadlock,
     DefinitionChanged,
     EngineError,
     Failed,
+    HeartbeatTimedOut,
     InvalidTransition,
     LoopLimit,
     NoPendingActions,
@@ -38,6 +42,7 @@ from .invoke import later, now
 from .migrate import create_all, upgrade
 from .outbound import complete, complete_action, complete_later
 from .performance import Performance
+from .recovery import Failure
 from .registry import register_service
 from .result import Child, result_of
 from .retry import RetryPolicy
@@ -106,4 +111,9 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "Failed",
     "LoopLimit",
     "SignalRefused",
+    "Cancelled",
+    "AttemptTimedOut",
+    "HeartbeatTimedOut",
+    "AttemptLost",
+    "Failure",
 ]

@@ -8,6 +8,7 @@ a one-step action ``car.visit(...)`` still calls the plain method.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, overload
 
 from . import registry, status
@@ -119,6 +120,9 @@ def action(
     checksum_key: KeyOption = ...,
     job: Any = ...,
     retry: RetryPolicy | int | None = ...,
+    heartbeat_timeout: timedelta | float | None = ...,
+    attempt_timeout: timedelta | float | None = ...,
+    recover: str | None = ...,
 ) -> Callable[[Callable[..., Any]], Any]: ...
 
 

@@ -35,6 +35,8 @@ WAIT_OVER = "stepwise.wait_over"
 COMPLETE = "stepwise.complete"
 MATCH_SIGNALS = "stepwise.match_signals"
 REMIND = "stepwise.remind"
+PERFORM_ATTEMPT = "stepwise.perform_attempt"
+CHECK_ATTEMPT = "stepwise.check_attempt"
 
 _AFTER_COMMIT = "stepwise.after_commit"
 db.COMMIT_BUFFERS.add(_AFTER_COMMIT)

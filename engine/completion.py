@@ -26,6 +26,7 @@ from .config import run_user_code
 from .errors import ActorNotFound, ArgumentError, Failed, InvalidTransition, LoopLimit, UnknownAction
 from .invocation import Invocation
 from .performance import Performance, set_current
+from .recovery import recovering
 from .step import Step, decrement, open_step
 
 
@@ -76,6 +77,9 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
     # completion may have completed it while its step body ran. When this step ends the
     # action, the guarded write of its completion is that read (one statement, not two).
     if step.status == status.STEP_FAILED:
+        recovery = recovering(session, action, step)  # None unless the step declares recover=
+        if recovery is not None:
+            return _decided(session, lane, action, step, *recovery)
         forward(session, lane, action, status.FAILED, unperformed_steps=False, only_from=_PERFORMING)
         return
     decision = step.decision or {}

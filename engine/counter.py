@@ -26,6 +26,8 @@ COUNTERS: dict[str, str] = {
     "stepwise_signals_consumed_total": "Signals consumed by a step that waited for them.",
     "stepwise_compensations_total": "Compensations started (each a child action undoing a completed step).",
     "stepwise_compensations_failed_total": "Compensations that failed, leaving their action for an operator.",
+    "stepwise_heartbeat_timeouts_total": "Running attempts lost: no heartbeat for their heartbeat_timeout.",
+    "stepwise_attempt_timeouts_total": "Attempts of step bodies that ran longer than their attempt_timeout.",
     # Counted from the "completed" events of each transaction, by their status.
     "stepwise_actions_completed_total": "Actions completed, by the status they were completed with.",
 }

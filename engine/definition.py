@@ -13,7 +13,7 @@ from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, overload
 
-from . import broker, registry, status
+from . import attempt, broker, registry, status
 from .achievement import checksum as checksum_of
 from .errors import ArgumentError, UnknownAction
 from .retry import RetryPolicy
@@ -58,6 +58,9 @@ class Definition:
         checksum_key: KeyOption = None,
         job: Any = None,
         retry: RetryPolicy | int | None = None,
+        heartbeat_timeout: timedelta | float | None = None,
+        attempt_timeout: timedelta | float | None = None,
+        recover: str | None = None,
     ) -> None:
         self.actor_class = actor_class
         self.name = name
@@ -76,6 +79,10 @@ class Definition:
         self.callbacks: list[tuple[str, Hook]] = []
         #: ``max_visits`` of the steps that set one, by step name.
         self.visit_caps: dict[str, int] = {}
+        #: Durable-attempt options (engine/attempt.py) by step name, and the action's own,
+        #: which its steps that declare none take.
+        self.attempt_options: dict[str, attempt.Options | None] = {}
+        self.default_attempt_options = attempt.options(heartbeat_timeout, attempt_timeout, recover)
 
     def __repr__(self) -> str:
         return f"<Definition {self.actor_class.__name__}.{self.name}>"
@@ -89,6 +96,7 @@ class Definition:
         mine.prepended = list(self.prepended)
         mine.callbacks = list(self.callbacks)
         mine.visit_caps = dict(self.visit_caps)
+        mine.attempt_options = dict(self.attempt_options)
         return mine
 
     # --- declaring --------------------------------------------------------------------
@@ -101,12 +109,25 @@ class Definition:
             self.method = fn
         return self
 
-    def step(self, fn: StepFn | None = None, /, *, max_visits: int | None = None) -> Any:
+    def step(
+        self,
+        fn: StepFn | None = None,
+        /,
+        *,
+        max_visits: int | None = None,
+        heartbeat_timeout: timedelta | float | None = None,
+        attempt_timeout: timedelta | float | None = None,
+        recover: str | None = None,
+    ) -> Any:
         """Append a step: ``fn(actor, step, *arguments)``, named after its function.
         ``max_visits`` caps how often one action may run it (decisions going back to it;
-        default ``MAX_VISITS``)."""
+        default ``MAX_VISITS``). ``heartbeat_timeout``, ``attempt_timeout`` and ``recover``
+        (the step to go to once its retries are exhausted) make its attempts durable."""
 
         def add(step_fn: StepFn) -> StepFn:
+            declared = attempt.options(heartbeat_timeout, attempt_timeout, recover)
+            if declared is not None:
+                self.attempt_options[step_fn.__name__] = declared
             if max_visits is not None:
                 if max_visits < 1:
                     raise ArgumentError(f"max_visits of step {step_fn.__name__} must be at least 1")
@@ -182,6 +203,11 @@ class Definition:
                 f"{', '.join(names)}"
             )
         return names.index(name)
+
+    def recovery_targets(self) -> set[str]:
+        """The steps some step recovers to (``recover=``)."""
+        declared = [*self.attempt_options.values(), self.default_attempt_options]
+        return {o.recover for o in declared if o is not None and o.recover is not None}
 
     def max_visits(self, index: int) -> int:
         return self.visit_caps.get(self.step_names()[index], MAX_VISITS)

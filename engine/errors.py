@@ -94,3 +94,36 @@ class SignalRefused(EngineError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class Cancelled(EngineError):
+    """Raised by ``step.heartbeat()`` when the running body should stop: its action is no
+    longer performing (cancelled, timed out, completed from outside) or this attempt was
+    closed (timed out, or considered lost after its heartbeats stopped). Clean up and let it
+    propagate: the body's outcome is discarded. ``reason`` is the action's status, or
+    ``"attempt_closed"``."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class AttemptTimedOut(EngineError):
+    """Raised (and recorded on the action, the attempt and its history) when one attempt of
+    a step body ran longer than its ``attempt_timeout``. It counts as a failed attempt: the
+    retry policy decides what follows. ``attempt`` is its number."""
+
+    def __init__(self, message: str, attempt: int) -> None:
+        super().__init__(message)
+        self.attempt = attempt
+
+
+class HeartbeatTimedOut(AttemptTimedOut):
+    """Raised (and recorded) when a running attempt sent no heartbeat for its
+    ``heartbeat_timeout``: its worker was killed or hangs, and the attempt is considered
+    lost. It counts as a failed attempt; the next one starts from the last checkpoint."""
+
+
+class AttemptLost(EngineError):
+    """Raised (and recorded) when an attempt whose start was recorded never concluded: its
+    worker died while the body ran (found when the step's lease was free again)."""

@@ -10,13 +10,14 @@ from __future__ import annotations
 import importlib
 import os
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import dramatiq
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from . import admission, broker, bulk_work, clock, db, group_commit, history, inbox, registry, status
+from . import admission, broker, bulk_work, clock, db, durable, group_commit, history, inbox, registry, status
 from .action import Action
 from .completion import complete_action, conclude
 from .invocation import Invocation
@@ -24,7 +25,7 @@ from .outbound import complete as complete_outbound
 from .outbound import complete_action as complete_outbound_action
 from .outbound import complete_requested
 from .signal import SIGNAL_WAIT
-from .step_body import resume, run_steps
+from .step_body import record_unhandled, resume, run_steps
 
 broker.setup()
 
@@ -54,6 +55,27 @@ def admit(invocation_id: int) -> None:
 def perform_step(step_id: int) -> None:
     """Run a step body that was opened but not run."""
     run_steps([step_id])
+
+
+@dramatiq.actor(actor_name=broker.PERFORM_ATTEMPT, **OPTIONS)
+def perform_attempt(step_id: int) -> None:
+    """Run a durable attempt of a step body (heartbeats, attempt timeout, recovery)."""
+    try:
+        ready, admissions = durable.run(step_id)
+    except Exception as error:
+        with db.session() as session:  # the action row keeps what happened (invariant 8)
+            db.retrying(session, partial(record_unhandled, session, step_id, error))
+        raise
+    run_steps(ready, admissions)
+
+
+@dramatiq.actor(actor_name=broker.CHECK_ATTEMPT, **OPTIONS)
+def check_attempt(attempt_id: int) -> None:
+    """Close a running attempt whose heartbeat or time is up, and retry it by policy."""
+    early, ready, admissions = group_commit.run(lambda session: durable.check(session, attempt_id))
+    if early is not None:
+        broker.send(broker.CHECK_ATTEMPT, attempt_id, delay=early)
+    run_steps(ready, admissions)
 
 
 @dramatiq.actor(actor_name=broker.TIMEOUT, **OPTIONS)
@@ -160,4 +182,14 @@ def import_actor_modules() -> None:
 
 import_actor_modules()
 
-__all__ = ["admit", "bulk_run", "complete", "match_signals", "perform_step", "timeout", "wait_over"]
+__all__ = [
+    "admit",
+    "bulk_run",
+    "check_attempt",
+    "complete",
+    "match_signals",
+    "perform_attempt",
+    "perform_step",
+    "timeout",
+    "wait_over",
+]

@@ -29,6 +29,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from . import clock, counter, status
 from .action import Action
+from .attempt import Attempt
 from .invocation import Invocation
 from .performance import Performance
 from .signal import SIGNAL_WAIT, Signal
@@ -116,6 +117,7 @@ class DatabaseCollector(Collector):
         yield from _backlog(self.session, self.lane_limit)
         yield _durations(self.session, recent, self.duration_buckets)
         yield _latency(self.session, recent, self.latency_buckets)
+        yield _attempt_latency(self.session, recent, self.latency_buckets)
         yield from _waits(self.session, now)
         yield from _counters(self.session)
 
@@ -221,6 +223,25 @@ def _latency(session: Session, window: Window, buckets: list[float]) -> Metric:
         "stepwise_queue_latency_seconds",
         f"Time from enqueue (the invocation) to start of the actions started in the last "
         f"{window.seconds} s, by name.",
+        labels=["name"],
+    )
+    _histogram(session, family, rows, buckets)
+    return family
+
+
+def _attempt_latency(session: Session, window: Window, buckets: list[float]) -> Metric:
+    # Durable attempts only (their start is recorded): from due (the step opened, or its
+    # retry's time) to start, through ix_stepwise_attempts_started_at. A metric, not a timeout.
+    seconds = _seconds_between(session, Attempt.enqueued_at, Attempt.started_at)
+    rows = (
+        select(_unordered(Action.name).label("name"), seconds.label("seconds"))
+        .join(Action, Action.id == Attempt.action_id)
+        .where(Attempt.started_at.between(window.start, window.end), Attempt.enqueued_at.is_not(None))
+    )
+    family = HistogramMetricFamily(
+        "stepwise_attempt_queue_latency_seconds",
+        f"Time from due to start of the durable step attempts (heartbeat_timeout, attempt_timeout, "
+        f"recover) started in the last {window.seconds} s, by action name.",
         labels=["name"],
     )
     _histogram(session, family, rows, buckets)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .achievement import Achievement
 from .action import Action
+from .attempt import Attempt
 from .audit import AuditEntry
 from .bulk_run import BulkRun
 from .compensation import Compensation
@@ -18,6 +19,7 @@ __all__ = [
     "Achievement",
     "Action",
     "ActionEvent",
+    "Attempt",
     "AuditEntry",
     "BulkRun",
     "Compensation",

@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from . import admission, arguments, broker, clock, db, group_commit, history, status
+from . import admission, arguments, attempt, broker, clock, db, group_commit, history, status
 from .action import Action, error_data
 from .completion import complete_step
 from .config import call_user_code
@@ -199,6 +199,10 @@ def perform(session: Session, step_id: int) -> Outcome | None:
         # Early (another host's clock is ahead): come back when the attempt is due.
         broker.enqueue(session, broker.PERFORM_STEP, step.id, delay=step.retry_at - clock.now())
         return None
+    if durable(action, step):
+        # Its attempts are durable: engine/durable.py records each start before the body runs.
+        broker.enqueue(session, broker.PERFORM_ATTEMPT, step.id)
+        return None
     context = StepContext(session, step, action)
     try:
         body, actor = step_function(action, step), action.read_afresh()
@@ -207,6 +211,21 @@ def perform(session: Session, step_id: int) -> Outcome | None:
         # succeed, so the step fails now rather than on every delivery.
         arguments_json = action.arguments_json
         return Outcome(step.attempt, context, gone, arguments_json, wrote=False, retryable=False)
+    return run_body(session, step, action, context, body, actor)
+
+
+def durable(action: Action, step: Step) -> bool:
+    """Whether the step declares durable attempts (read from the code: no query)."""
+    try:
+        return attempt.options_of(action.definition, step.definition_index) is not None
+    except (ActorNotFound, DefinitionChanged, UnknownAction):
+        return False  # perform fails it as gone
+
+
+def run_body(
+    session: Session, step: Step, action: Action, context: StepContext, body: StepFn, actor: Any
+) -> Outcome:
+    """Call the body with its actor and arguments in ``session``: what it came to."""
     writes = db.writes(session)
     returned, error = call_user_code(body, actor, context, *list(action.arguments))
     result_json, retryable = None, True

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
-from . import arguments, broker, clock, compensation, history, inbox, result, status
+from . import arguments, broker, clock, compensation, heartbeat, history, inbox, recovery, result, status
 from .definition import find_or_add
 from .errors import ArgumentError
 from .inbox import Received
@@ -44,6 +44,8 @@ class StepContext:
         #: The decision the body took (None: the next step) and, for ``finish``, its result.
         self.decision: dict[str, Any] | None = None
         self.finish_result: Any = None
+        #: The heartbeat of the running durable attempt (engine/durable.py); None otherwise.
+        self.beat: heartbeat.Beat | None = None
 
     def rebind(self, session: Session, step: Step, action: Action) -> None:
         """Record this body's outcome in another session than the one it ran in."""
@@ -134,6 +136,33 @@ class StepContext:
         """Whether a deadline of the previous step's waits for signals passed first."""
         previous = result.previous_step(self.session, self.step)
         return inbox.received(self.session, previous)[1] if previous is not None else False
+
+    # --- durable attempts: heartbeats, checkpoints, recovery --------------------------
+
+    def heartbeat(self, progress: Any = None, checkpoint: Any = None) -> None:
+        """Report that this body lives, with its ``progress`` (a fraction 0..1 or a short
+        text) and a ``checkpoint`` (any value ``engine.arguments`` stores) the next attempt
+        resumes from. Throttled: call it as often as you like. Raises ``Cancelled`` when the
+        action was cancelled (or completed) or this attempt was closed: clean up, re-raise."""
+        if self.beat is None:
+            raise ArgumentError(
+                f"step.heartbeat() in action {self.action.id} ({self.action.name}): its step has no "
+                f"durable attempts; declare heartbeat_timeout=, attempt_timeout= or recover= on it"
+            )
+        heartbeat.beat(self.beat, progress, checkpoint)
+
+    @property
+    def checkpoint(self) -> Any:
+        """The last checkpoint this step's attempts reported (None: none yet): where a
+        retried attempt resumes."""
+        return heartbeat.checkpoint(self.session, self.beat)
+
+    @property
+    def failure(self) -> recovery.Failure | None:
+        """In a recovery step: the failure of the step that recovered to it (class, message,
+        attempt, ``may_have_run``); None in a step reached otherwise."""
+        previous = result.previous_step(self.session, self.step)
+        return recovery.failure_of(previous.decision) if previous is not None else None
 
     # --- decisions ------------------------------------------------------------------
 

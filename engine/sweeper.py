@@ -32,7 +32,7 @@ import dramatiq
 from sqlalchemy import ColumnElement, and_, literal_column, or_, select
 from sqlalchemy.orm import Session
 
-from . import broker, bulk_work, clock, db, history, inbox, registry, stalled, status
+from . import attempt, broker, bulk_work, clock, db, history, inbox, registry, stalled, status
 from .action import Action
 from .errors import Stalled
 from .invocation import Invocation
@@ -70,18 +70,20 @@ class SweepReport:
     complete: int = 0
     signals: int = 0
     bulk_runs: int = 0
+    attempts: int = 0
     gave_up: int = 0
 
     @property
     def total(self) -> int:
         sent = self.admit + self.wait_over + self.timeout + self.perform_step + self.job + self.complete
-        return sent + self.signals + self.bulk_runs + self.gave_up
+        return sent + self.signals + self.bulk_runs + self.attempts + self.gave_up
 
     def __str__(self) -> str:
         return (
             f"sent again: {self.admit} admissions, {self.wait_over} waits, {self.timeout} timeouts, "
             f"{self.perform_step} steps, {self.job} jobs, {self.complete} completions, "
-            f"{self.signals} signal matches, {self.bulk_runs} bulk runs; gave up on {self.gave_up}"
+            f"{self.signals} signal matches, {self.bulk_runs} bulk runs, {self.attempts} overdue attempts; "
+            f"gave up on {self.gave_up}"
         )
 
 
@@ -104,6 +106,9 @@ def sweep(
         _steps(state)
         _jobs(state)
         _completions(state)
+        for attempt_id in attempt.overdue(session, state.now, limit):  # lost heartbeats, attempt timeouts
+            broker.enqueue(session, broker.CHECK_ATTEMPT, attempt_id)
+            state.report.attempts += 1
         for action_id in inbox.unmatched(session, state.cutoff, limit):  # a lost match message
             broker.enqueue(session, broker.MATCH_SIGNALS, action_id)
             state.report.signals += 1

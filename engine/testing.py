@@ -55,6 +55,8 @@ def setup() -> StubBroker:
         jobs.match_signals,
         jobs.remind,
         jobs.complete,
+        jobs.perform_attempt,
+        jobs.check_attempt,
     ):
         stub.declare_actor(job)
     clock.reset()

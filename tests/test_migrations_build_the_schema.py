@@ -45,6 +45,7 @@ PARTIAL_INDEXES = {
     "ix_stepwise_performances_outbound_complete_key",
     "ix_stepwise_steps_unperformed",
     "ix_stepwise_compensations_failed",
+    "ix_stepwise_attempts_open",
 }
 
 

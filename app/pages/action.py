@@ -28,7 +28,16 @@ from engine.commands import CommandResult
 from engine.commands.skip import SKIPPABLE
 from engine.models import Action
 
-from .. import queries_signals, queries_timeline, queries_tree, step_source, tree_graph, tree_model, users
+from .. import (
+    queries_attempts,
+    queries_signals,
+    queries_timeline,
+    queries_tree,
+    step_source,
+    tree_graph,
+    tree_model,
+    users,
+)
 from ..auth import current_user, requires
 from ..command_refusals import refusal
 from ..database import db
@@ -198,6 +207,7 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         "skippable": skippable(tree, node),
         "leaf_skippable": path is not None and path.invocation is None and skippable(tree, path.leaf),
         **queries_signals.panel(session, action, node.steps),
+        **queries_attempts.panel(session, action, node.steps),
         "now": now,
         "commands_oob": False,
         "live_oob": False,

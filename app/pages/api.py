@@ -21,7 +21,7 @@ from engine.commands import ActionFilter
 from engine.errors import EngineError
 from engine.models import Action, ActionEvent, Invocation, Performance, Signal, Step
 
-from .. import openapi, queries_api
+from .. import openapi, queries_api, queries_attempts
 from .. import openapi_schemas as schemas
 from ..database import db
 
@@ -261,6 +261,9 @@ def action(action_id: int) -> Response:
                 for p in queries_api.parents_of(session, found.id)
             ],
             "errors": [error_json(e) for e in queries_api.errors_of(session, found.id)],
+            "attempts": [
+                queries_attempts.attempt_json(a) for a in queries_attempts.of_action(session, found)
+            ],
         }
     )
 

@@ -7,7 +7,7 @@ action with none never reads the table. The new ``compensating`` status needs no
 change (statuses are strings).
 
 Revision ID: 0011_compensation
-Revises: 0008_studio
+Revises: 0010_attempts
 Create Date: 2026-12-01
 """
 
@@ -20,7 +20,7 @@ from alembic import op
 
 # revision identifiers, used by Alembic.
 revision: str = "0011_compensation"
-down_revision: str | Sequence[str] | None = "0008_studio"
+down_revision: str | Sequence[str] | None = "0010_attempts"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
