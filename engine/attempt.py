@@ -148,7 +148,7 @@ def options_of(definition: Definition, index: int) -> Options | None:
     if not definition.attempt_options and definition.default_attempt_options is None:
         return None  # the hot path: a definition that declares none
     names = definition.step_names()
-    if index >= len(names):
+    if not 0 <= index < len(names):  # a compensation step (index -1) has no body
         return None
     name = names[index]
     found = definition.attempt_options.get(name, definition.default_attempt_options)
