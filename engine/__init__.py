@@ -17,6 +17,7 @@ from .db import session as new_session
 from .definition import Definition, define, definition
 from .errors import (
     ActorNotFound,
+    ActorTypeTaken,
     ArgumentError,
     ConfigurationError,
     Deadlock,
@@ -96,6 +97,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "UnknownAction",
     "NotAnActor",
     "ActorNotFound",
+    "ActorTypeTaken",
     "ArgumentError",
     "InvalidTransition",
     "Deadlock",
