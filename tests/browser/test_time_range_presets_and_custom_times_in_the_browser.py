@@ -50,8 +50,7 @@ def test_a_preset_is_one_click_and_a_custom_time_replaces_it(page: Page, studio:
     expect(page).to_have_url(re.compile(r"[?&]window=1h"))
 
     # When she types a custom "from" instead
-    page.locator("#filter-created-after").fill("2000-01-01T00:00:00")
-    page.locator("#filter-created-after").dispatch_event("change")
+    page.locator("#filter-created-after").fill("2000-01-01T00:00:00")  # input, then change
 
     # Then Custom is chosen, the preset is gone from the URL, and the from/to applies
     expect(page).to_have_url(re.compile(r"created_after=2000-01-01T00(%3A|:)00"))
@@ -93,7 +92,6 @@ def test_in_local_time_the_custom_fields_show_and_take_local_time(kolkata_page: 
 
     # When she sets it to 17:30 local and the list is filtered
     field.fill("2026-01-01T17:30:00")
-    field.dispatch_event("change")
 
     # Then the URL (and the server) has 12:00 UTC, and the field still shows local time
     expect(page).to_have_url(re.compile(r"created_after=2026-01-01T12(%3A|:)00"))
