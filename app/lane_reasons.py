@@ -60,7 +60,7 @@ class Reason:
         return " ".join(parts)
 
 
-# --- the current action's progress ---------------------------------------------
+# --- the current action's progress -----------------------------------------------------------
 
 
 def progress(
