@@ -130,15 +130,24 @@ def count() -> Response:
 @bp.get("/errors")
 def errors() -> Response:
     """Failed and timed-out actions grouped by the class of the error they raised: how many,
-    the newest, and a link to the list of each (where they can be selected and retried)."""
+    the newest, and a link to the list of each (where they can be selected and retried);
+    over every failure, or those created in a time-range preset (``window=24h``)."""
+    raw = (request.args.get(time_ranges.FIELD) or "").strip()
+    preset, problem = time_ranges.parse(raw, custom=False)
+    if problem:
+        abort(400, description=f"{time_ranges.FIELD}: {problem}")
     session: Any = db.session
-    groups, sample_full = queries_actions.failure_groups(session)
+    since = preset.since() if preset is not None else None
+    groups, sample_full = queries_actions.failure_groups(session, since=since)
     return render(
         "actions/errors.html",
         "actions/_errors.html",
         groups=groups,
         sample_full=sample_full,
         scan=queries_actions.SCAN,
+        preset=preset,
+        since=since,
+        presets=[(p.key, p.label) for p in time_ranges.PRESETS.values()],
     )
 
 

@@ -3,7 +3,8 @@ time-range presets (the last 15 minutes, hour, 24 hours, 7 days, or a custom fro
 preset lives in the URL as ``window=1h``: relative, so a bookmark means "the last hour from
 now" whenever it is opened; it is shown as the chosen one, it survives the pages and the
 htmx swaps, and a bulk command pins it to the time it meant when it was counted. A bad value,
-or a preset together with a custom from/to, is a 400 naming the field ``window``.
+or a preset together with a custom from/to, is a 400 naming the field ``window``. The
+failures grouped by error take the same presets.
 
 Not a spec case: the studio is ours (issue 12, "Fast navigation: time-range presets").
 """
@@ -189,3 +190,35 @@ def test_a_bad_time_range_is_a_400_naming_the_field(
     assert 'id="error-window"' in page.text
     assert count.status_code == bulk.status_code == 400
     assert "window" in count.text and "window" in bulk.text
+
+
+def test_the_failures_by_error_take_the_same_presets(
+    viewer_client: StudioClient, session: Session, car: Car
+) -> None:
+    # Given a breakdown two days ago and two 20 minutes ago
+    testing.freeze()
+    engine.define(Car, "breakdown")
+    with testing.handle_exceptions():
+        engine.now(car, "breakdown")
+        testing.travel(timedelta(days=2))
+        recent = [engine.now(car, "breakdown"), engine.now(car, "breakdown")]
+    testing.travel(timedelta(minutes=20))
+
+    every = viewer_client.get("/actions/errors")
+    hour = viewer_client.get("/actions/errors?window=1h")
+    fifteen = viewer_client.get("/actions/errors?window=15m")
+
+    assert 'data-count="3"' in every.text
+    assert 'data-count="2"' in hour.text
+    # The preset is shown as the chosen one, and each group's list keeps it
+    assert '<a href="/actions/errors?window=1h" aria-current="true">1 h</a>' in hour.text
+    assert "window=1h" in re.search(r'<a class="error-class" href="([^"]+)"', hour.text).group(1)  # type: ignore[union-attr]
+    listed = viewer_client.get("/actions/?status=failed&error=builtins.RuntimeError&window=1h")
+    assert sorted(ids_on(listed.text)) == sorted(a.id for a in recent)
+    # A window before the breakdowns groups nothing, and says so
+    assert "data-count" not in fifteen.text
+    assert "No failed action created in the last 15 minutes raised an error." in fifteen.text
+    # A bad preset is a 400 naming the field
+    bad = viewer_client.get("/actions/errors?window=forever")
+    assert bad.status_code == 400
+    assert "window: Unknown time range" in bad.text.replace("&#39;", "'")
