@@ -110,10 +110,11 @@
         input.value = on ? utcToLocal(input.value) : localToUtc(input.value);
       }
       input.stepwiseZone = on ? "local" : "utc";
-      var label = input.id && document.querySelector('label[for="' + input.id + '"] [data-zone-label]');
-      if (label) {
-        label.textContent = on ? "local, " + zone() : "UTC";
-      }
+    });
+    // Words that name the zone the times are in ("times in UTC", a field's "(UTC)").
+    root.querySelectorAll("[data-zone-label]").forEach(function (label) {
+      label.textContent = on ? zone() : "UTC";
+      label.title = on ? "your time zone" : "";
     });
   }
 
