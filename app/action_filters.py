@@ -17,6 +17,8 @@ from urllib.parse import urlencode
 
 from engine import bulk_work, commands, status
 
+from . import time_ranges
+
 #: The filter's URL parameters, in the order the form shows them.
 FIELDS = (
     "status",
@@ -25,6 +27,7 @@ FIELDS = (
     "actor_id",
     "concurrency_key",
     "roots",
+    "window",
     "created_after",
     "created_before",
     "q",
@@ -111,6 +114,7 @@ class Filters:
             "actor_id": "actor id",
             "concurrency_key": "lane",
             "roots": "roots only",
+            "window": "created in",
             "created_after": "created at or after (UTC)",
             "created_before": "created before (UTC)",
             "q": "arguments contain",
@@ -119,7 +123,33 @@ class Filters:
             "ids": "selected ids",
         }
         shown = {"roots": "yes" if self.roots_only else "no, leaves included", "outbound": "yes"}
+        if self.preset is not None and self.where.created_after is not None:
+            shown["window"] = f"{self.preset.words} (from {self.where.created_after:%Y-%m-%d %H:%M:%S} UTC)"
         return [(labels[k], shown.get(k, self.values[k])) for k in FIELDS if k in self.values]
+
+    @property
+    def preset(self) -> time_ranges.Preset | None:
+        """The time-range preset in force (``window=1h``), if any."""
+        return time_ranges.PRESETS.get(self.values.get(time_ranges.FIELD, "")) if not self.errors else None
+
+    @property
+    def time_range(self) -> str:
+        """Which choice of the form's time range is on: a preset's key, "custom" (a from/to),
+        or "" (any time)."""
+        if self.values.get(time_ranges.FIELD):
+            return self.values[time_ranges.FIELD]
+        if "created_after" in self.values or "created_before" in self.values:
+            return time_ranges.CUSTOM
+        return ""
+
+    def pinned(self) -> dict[str, str]:
+        """This filter's values with a preset made absolute (``window=1h`` becomes the
+        ``created_after`` it meant now): what a bulk command acts on is what was counted,
+        not a window that has moved on by the time it is confirmed."""
+        values = dict(self.values)
+        if values.pop(time_ranges.FIELD, None) and self.where.created_after is not None:
+            values["created_after"] = format_time(self.where.created_after)
+        return values
 
     @property
     def roots_only(self) -> bool:
@@ -197,6 +227,14 @@ def parse_filters(args: Mapping[str, str]) -> Filters:
                 found["roots_only"] = True
             if wanted != default:
                 values[name] = "1" if wanted else "0"
+            continue
+        if name == time_ranges.FIELD:
+            custom = any((args.get(other) or "").strip() for other in ("created_after", "created_before"))
+            preset, problem = time_ranges.parse(raw, custom=custom)
+            if problem:
+                errors[name], values[name] = problem, raw[:MAX_LENGTH]
+            elif preset is not None:
+                values[name], found["created_after"] = preset.key, preset.since()
             continue
         if not raw:
             continue

@@ -253,14 +253,28 @@ class ErrorGroup:
         return short_error(self.error_class)
 
 
-def failure_groups(session: Session, scan: int = SCAN) -> tuple[list[ErrorGroup], bool]:
+def failure_groups(
+    session: Session, scan: int = SCAN, *, since: datetime | None = None
+) -> tuple[list[ErrorGroup], bool]:
     """Failed and timed-out actions that raised an error, grouped by its class, the group
     with the newest failure first; and whether the ``scan`` newest failures read were not
     all there is (then the counts are among those). Reads at most ``scan`` entries of
-    ``ix_stepwise_actions_error_class`` (the actions with an error, by id)."""
+    ``ix_stepwise_actions_error_class`` (the actions with an error, by id). With ``since``,
+    only the actions created since then (a time-range preset, as the list filters them)."""
+    where = [Action.error_class.is_not(None), Action.status.in_(sorted(FAILURE_STATUSES))]
+    if since is not None:
+        # Ids grow with creation times: the first action created since then (one probe of
+        # ix_stepwise_actions_created_at) bounds the ids to read, so the scan stops at the
+        # window's start instead of reading every older failure to find none.
+        first = session.scalar(
+            select(Action.id).where(Action.created_at >= since).order_by(Action.created_at).limit(1)
+        )
+        if first is None:
+            return [], False
+        where += [Action.id >= first, Action.created_at >= since]
     sample = (
         select(Action.id, Action.error_class, Action.name)
-        .where(Action.error_class.is_not(None), Action.status.in_(sorted(FAILURE_STATUSES)))
+        .where(*where)
         .order_by(Action.id.desc())
         .limit(scan)
         .subquery()

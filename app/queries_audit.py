@@ -1,11 +1,13 @@
 """The read model of the audit: every operator command and webhook completion, newest first,
 a page at a time (keyset on the id), filtered by command or by user through their indexes
-(ix_stepwise_audit_entries_command and _by). It only reads.
+(ix_stepwise_audit_entries_command and _by), and by a time-range preset (``at`` since then).
+It only reads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -46,6 +48,7 @@ def entries(
     command: str | None = None,
     by: str | None = None,
     before: int | None = None,
+    since: datetime | None = None,
     limit: int | None = None,
 ) -> Page:
     limit = limit or PAGE
@@ -56,6 +59,8 @@ def entries(
         query = query.where(AuditEntry.by == by)
     if before is not None:
         query = query.where(AuditEntry.id < before)
+    if since is not None:
+        query = query.where(AuditEntry.at >= since)
     found = list(session.scalars(query))
     more = len(found) > limit
     found = found[:limit]

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from engine import status
 from engine.models import Action, Invocation, Step, step_actions
 
-from .queries_lanes import Link, Reason
+from .lane_reasons import Link, Reason
 
 DEADLOCK_CLASS = "engine.errors.Deadlock"
 #: The engine's Deadlock message names the lane and the ancestor holding it.

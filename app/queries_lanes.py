@@ -1,5 +1,6 @@
 """The read model of lanes (the engine's performances): each concurrency key with its
-current action, its pending queue, and why it is not moving, in words. It only reads.
+current action, its pending queue, and why it is not moving (``lane_reasons`` puts the
+reasons in words, ``queries_deadlocks`` finds the deadlocks). It only reads.
 
 Lanes show contention: they are listed by queue length (longest first, then the oldest
 wait), by oldest wait (the queued action that has waited longest first) or by key, filtered
@@ -23,61 +24,19 @@ from typing import Any
 from sqlalchemy import Select, and_, func, select
 from sqlalchemy.orm import Session
 
-from engine import clock, registry, status, sweeper
-from engine.definition import Definition
-from engine.errors import EngineError
+from engine import clock, status
 from engine.models import Action, Invocation, Performance, Step
 
+from .lane_reasons import CHILDREN_SHOWN, Reason, progress, timeout
 from .queries import KEY_END, keyset_page
-from .views import timestamp
+from .queries_deadlocks import deadlocks_among
 
 #: The orders of the lanes list: the longest queue first, the oldest wait first, by key.
 QUEUE, WAIT, KEY = "queue", "wait", "key"
 SORTS = (QUEUE, WAIT, KEY)
-#: Lanes on a page, queued actions and children shown per lane before "and N more".
+#: Lanes on a page, and queued actions shown per lane before "and N more".
 PAGE = 50
 QUEUE_SHOWN = 5
-CHILDREN_SHOWN = 5
-
-
-@dataclass
-class Link:
-    """An action (or a wait, ``action_id`` None) named in a reason, linked on the page."""
-
-    label: str
-    action_id: int | None = None
-    status: str | None = None
-    #: The lane a pending child waits in, linked too.
-    lane: str | None = None
-
-    def __str__(self) -> str:
-        text = f"{self.label} #{self.action_id}" if self.action_id is not None else self.label
-        if self.status is not None:
-            text += f" ({self.status}{f' in lane {self.lane}' if self.lane else ''})"
-        return text
-
-
-@dataclass
-class Reason:
-    """One reason a lane is not moving: ``text`` says it, ``links`` follow it on the page."""
-
-    kind: str
-    text: str
-    at: datetime | None = None
-    links: list[Link] = field(default_factory=list)
-    joiner: str = ", "
-    #: Links not shown ("and N more").
-    more: int = 0
-
-    @property
-    def sentence(self) -> str:
-        """The whole reason as plain text, links included."""
-        parts = [self.text]
-        if self.links:
-            parts.append(self.joiner.join(str(link) for link in self.links))
-        if self.more:
-            parts.append(f"and {self.more} more")
-        return " ".join(parts)
 
 
 @dataclass
@@ -262,8 +221,6 @@ def explain(session: Session, performances: list[Performance]) -> list[Lane]:
     waiting = [s for s in steps.values() if _waits_on_children(s)]
     children = _children(session, [s.id for s in waiting])
     waiting_actions = [currents[s.action_id] for s in waiting if s.action_id in currents]
-    from .queries_deadlocks import deadlocks_among
-
     deadlocks = deadlocks_among(session, waiting_actions)
 
     result: list[Lane] = []
@@ -283,8 +240,8 @@ def explain(session: Session, performances: list[Performance]) -> list[Lane]:
         if current is not None:
             lane.reasons = [
                 *deadlocks.get(current.id, []),
-                *_progress(current, step, children.get(step.id, []) if step is not None else []),
-                *_timeout(current),
+                *progress(current, step, children.get(step.id, []) if step is not None else []),
+                *timeout(current),
             ]
         else:
             lane.reasons = [Reason("missing", f"its current action #{performance.action_id} is missing")]
@@ -348,136 +305,3 @@ def _children(session: Session, step_ids: list[int]) -> dict[int, list[tuple[Inv
     for invocation, action in rows:
         children.setdefault(invocation.parent_step_id or 0, []).append((invocation, action))
     return children
-
-
-def _progress(
-    action: Action, step: Step | None, children: list[tuple[Invocation, Action | None]]
-) -> list[Reason]:
-    """Why the current action has not completed yet: what its current step waits for."""
-    if action.status == status.PENDING:
-        return [
-            Reason(
-                "pending",
-                f"its current action is pending since {timestamp(action.created_at)}: it starts when a "
-                "worker admits it",
-                at=action.created_at,
-            )
-        ]
-    if action.status != status.PERFORMING:
-        return [Reason("finishing", f"its current action is {action.status}; the lane is moving on")]
-    if step is None:
-        return [Reason("finishing", "its current action has no open step yet; it is moving on")]
-    name = step_name(action, step.definition_index)
-    if step.status == status.STEP_PERFORMING and step.performed_at is None:
-        if step.retry_at is not None:
-            attempts = _max_attempts(action)
-            of = f" of {attempts}" if attempts else ""
-            return [
-                Reason(
-                    "retry",
-                    f"retry of {name} due at {timestamp(step.retry_at)} (attempt {step.attempt}{of})",
-                    at=step.retry_at,
-                )
-            ]
-        opened = step.created_at
-        if clock.now() - opened > sweeper.GRACE:
-            why = "a worker may have died; the sweeper re-sends after the grace period"
-        else:
-            why = "queued for a worker; the sweeper re-sends it if no worker runs it within the grace period"
-        return [Reason("unrun", f"{name} body not run yet since {timestamp(opened)} ({why})", at=opened)]
-    if step.status == status.STEP_PERFORMING:
-        if step.pending_actions_count > 0:
-            return [_waiting_reason(step, children)]
-        return [Reason("finishing", f"{name} has run; the action is moving on")]
-    if step.status == status.STEP_SUCCEEDED and action.outbound:
-        since = step.completed_at or action.started_at
-        return [
-            Reason(
-                "outbound",
-                f"waiting for an outbound completion since {timestamp(since)} (a webhook, an operator's "
-                "approval or engine.complete completes it)",
-                at=since,
-            )
-        ]
-    return [Reason("finishing", f"{name} {step.status}; the action is completing")]
-
-
-def _waiting_reason(step: Step, children: list[tuple[Invocation, Action | None]]) -> Reason:
-    count = step.pending_actions_count
-    shown = children[:CHILDREN_SHOWN]
-    links: list[Link] = []
-    for invocation, child in shown:
-        if invocation.kind == "wait":
-            due = timestamp(invocation.due_at)
-            links.append(Link(f"a wait until {due}"))
-        elif child is not None:
-            lane = child.concurrency_key if child.status == status.PENDING else None
-            links.append(Link(child.name, child.id, child.status, lane))
-        elif invocation.error_class:
-            error = invocation.error_class.rsplit(".", 1)[-1]
-            links.append(Link(f"{invocation.name} (not admitted: {error}: {invocation.error_message})"))
-        else:
-            links.append(
-                Link(f"{invocation.name} (not admitted yet, requested {timestamp(invocation.created_at)})")
-            )
-    text = "waiting on " + _how_many(shown, count) + ":"
-    return Reason("children", text, links=links, more=max(0, count - len(shown)))
-
-
-def _how_many(shown: list[tuple[Invocation, Action | None]], count: int) -> str:
-    """``2 child actions and 1 wait``, or ``8 child actions`` when only some are shown."""
-    waits = sum(1 for invocation, _ in shown if invocation.kind == "wait")
-    children = len(shown) - waits
-    if len(shown) < count:
-        return f"{count} child actions" + (" and waits" if waits else "")
-    parts = []
-    if children or not waits:
-        parts.append(f"{children} child action{'s' if children != 1 else ''}")
-    if waits:
-        parts.append(f"{waits} wait{'s' if waits != 1 else ''}")
-    return " and ".join(parts)
-
-
-def _timeout(action: Action) -> list[Reason]:
-    deadline = action.deadline_at
-    if deadline is None or action.status != status.PERFORMING:
-        return []
-    if deadline >= clock.now():
-        return [Reason("timeout", f"timeout due at {timestamp(deadline)}", at=deadline)]
-    return [
-        Reason(
-            "timeout",
-            f"timeout due at {timestamp(deadline)}, passed (its job is late; the sweeper re-sends it after "
-            "the grace period)",
-            at=deadline,
-        )
-    ]
-
-
-# --- naming ---------------------------------------------------------------------------------
-
-
-def definition_of(action: Action) -> Definition | None:
-    """The action's definition if this process knows it; reading never registers one."""
-    try:
-        cls = registry.actor_class(action.actor_type)
-    except EngineError:
-        return None
-    return registry.find(cls, action.name)
-
-
-def step_name(action: Action, index: int) -> str:
-    """``step 2 of 3 (launch)``: its number, and its function's name when the definition is
-    known in this process (the studio imports the actor modules of STEPWISE_IMPORTS)."""
-    definition = definition_of(action)
-    steps = definition.all_steps() if definition is not None else []
-    if index >= len(steps):
-        return f"step {index + 1}"
-    fn_name = getattr(steps[index], "__name__", "")
-    label = f" ({fn_name})" if fn_name and fn_name not in ("<lambda>", "default_step") else ""
-    return f"step {index + 1} of {len(steps)}{label}"
-
-
-def _max_attempts(action: Action) -> int | None:
-    definition = definition_of(action)
-    return definition.retry.max_attempts if definition is not None else None

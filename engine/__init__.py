@@ -17,6 +17,7 @@ from .db import session as new_session
 from .definition import Definition, define, definition
 from .errors import (
     ActorNotFound,
+    ActorTypeTaken,
     ArgumentError,
     AttemptLost,
     AttemptTimedOut,
@@ -101,6 +102,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "UnknownAction",
     "NotAnActor",
     "ActorNotFound",
+    "ActorTypeTaken",
     "ArgumentError",
     "InvalidTransition",
     "Deadlock",

@@ -33,6 +33,11 @@ class ActorNotFound(EngineError):
     """Raised when a stored actor reference no longer resolves to a row or a service."""
 
 
+class ActorTypeTaken(EngineError):
+    """Raised when a second, different class would be registered under an actor type that
+    names another class (two modules' ``Order``): their stored rows would be mixed up."""
+
+
 class ArgumentError(EngineError, TypeError):
     """Raised when action arguments cannot be stored as JSON, or an option is malformed."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy.orm import Session, object_session
+from sqlalchemy.orm.exc import UnmappedInstanceError
 
 from . import db
 from .action import Action
@@ -16,8 +17,12 @@ from .step_body import run_ready
 
 
 def session_for(actor: Any) -> tuple[Session, bool]:
-    """The actor's own session, or a new one (then the caller must close it)."""
-    session = object_session(actor)
+    """The actor's own session, or a new one (then the caller must close it): a service
+    object (not a mapped row) has none."""
+    try:
+        session = object_session(actor)
+    except UnmappedInstanceError:
+        session = None
     if session is not None:
         return session, False
     return db.session(), True

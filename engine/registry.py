@@ -13,7 +13,7 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import NoInspectionAvailable
 from sqlalchemy.orm import Session
 
-from .errors import ActorNotFound, NotAnActor
+from .errors import ActorNotFound, ActorTypeTaken, NotAnActor
 
 if TYPE_CHECKING:
     from .definition import Definition
@@ -25,12 +25,36 @@ _jobs: list[Any] = []
 
 
 def type_name(cls: type) -> str:
-    """The name stored in ``actor_type``: ``__stepwise_type__`` or the class name."""
-    return str(getattr(cls, "__stepwise_type__", None) or cls.__name__)
+    """The name stored in ``actor_type``: the class's own ``__actor_type__`` (not one it
+    inherits: a subclass is another actor type), or else the class name."""
+    return str(cls.__dict__.get("__actor_type__") or cls.__name__)
 
 
 def add_actor_class(cls: type) -> None:
-    _actor_classes.setdefault(type_name(cls), cls)
+    """Register ``cls`` under its actor type. The same class again is no change; a class of
+    the same module and qualified name replaces it (a reloaded module's new class); any
+    other class is refused, naming both: their stored rows would be mixed up."""
+    name = type_name(cls)
+    known = _actor_classes.get(name)
+    if known is None or known is cls or _where(known) == _where(cls):
+        _actor_classes[name] = cls
+        return
+    raise ActorTypeTaken(
+        f"actor type {name!r} is already {'.'.join(_where(known))}, so {'.'.join(_where(cls))} "
+        f"cannot be registered under it: give one of them its own type, e.g. "
+        f"__actor_type__ = {_suggested(cls)!r} in its "
+        f"class body (actions already stored keep the type they were stored with)"
+    )
+
+
+def _where(cls: type) -> tuple[str, str]:
+    return cls.__module__, cls.__qualname__
+
+
+def _suggested(cls: type) -> str:
+    """``ChaosWorkloadOrder`` for ``tests.integration.chaos_workload.Order``."""
+    module = cls.__module__.rsplit(".", 1)[-1]
+    return "".join(part[:1].upper() + part[1:] for part in module.split("_")) + cls.__name__
 
 
 def add(definition: Definition) -> Definition:

@@ -3,6 +3,9 @@
 // every time in UTC ("2026-12-01 13:05:09"); in local mode this rewrites those texts in
 // place, keeping the UTC value in data-utc and a title, and again after each htmx swap.
 // Without JavaScript the pages show UTC and the header's "Go to" form still works.
+// A time input ([data-utc-input], a datetime-local whose value the server sends and reads
+// in UTC) shows and takes local time in local mode: its value is converted on display and
+// back to UTC in the form's data (the "formdata" event, for htmx and a plain submit alike).
 (function () {
   "use strict";
 
@@ -77,6 +80,56 @@
     });
   }
 
+  // --- time inputs ---------------------------------------------------------------------------
+
+  var INPUT = "input[data-utc-input]";
+
+  function inputValue(date) {
+    return format(date).replace(" ", "T");
+  }
+
+  // "2026-12-01T13:05[:09]" in UTC -> the same moment as a local datetime-local value.
+  function utcToLocal(value) {
+    var date = new Date(value + (value.length === 16 ? ":00" : "") + "Z");
+    return isNaN(date.getTime()) ? value : inputValue(date);
+  }
+
+  // A local datetime-local value -> the same moment in UTC (without an offset, ISO dates
+  // with a time are read as local time).
+  function localToUtc(value) {
+    var date = new Date(value);
+    return isNaN(date.getTime()) ? value : date.toISOString().slice(0, 19);
+  }
+
+  function showInputs(root, on) {
+    root.querySelectorAll(INPUT).forEach(function (input) {
+      // A property, not a data- attribute: htmx's history snapshots keep attributes, and a
+      // restored input holds the server's UTC value again.
+      var shown = input.stepwiseZone === "local";
+      if (shown !== on && input.value) {
+        input.value = on ? utcToLocal(input.value) : localToUtc(input.value);
+      }
+      input.stepwiseZone = on ? "local" : "utc";
+    });
+    // Words that name the zone the times are in ("times in UTC", a field's "(UTC)").
+    root.querySelectorAll("[data-zone-label]").forEach(function (label) {
+      label.textContent = on ? zone() : "UTC";
+      label.title = on ? "your time zone" : "";
+    });
+  }
+
+  document.addEventListener("formdata", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement)) {
+      return;
+    }
+    form.querySelectorAll(INPUT).forEach(function (input) {
+      if (input.name && input.value && input.stepwiseZone === "local") {
+        event.formData.set(input.name, localToUtc(input.value));
+      }
+    });
+  }, true);
+
   var toggle;
 
   function showMode() {
@@ -102,6 +155,7 @@
     } else {
       toUtc(document.body);
     }
+    showInputs(document, on);
     showMode();
   }
 
@@ -272,6 +326,7 @@
     tools();
     if (local()) {
       toLocal(document.body);
+      showInputs(document, true);
     }
   }
 
@@ -285,6 +340,7 @@
   document.addEventListener("htmx:load", function (event) {
     if (local() && event.target instanceof Element) {
       toLocal(event.target);
+      showInputs(event.target, true);
     }
   });
 })();

@@ -6,6 +6,9 @@
 //   the page is hidden, and it refreshes at once when the page is shown again.
 // - Bars sized by data (data-left / data-width, in percent) get their geometry through the
 //   CSSOM, which the policy allows, instead of a style="" attribute, which it forbids.
+// - A time range ([data-time-range]) is a preset or a custom from/to, never both: choosing a
+//   preset clears the from/to ([data-custom-time]), typing a from/to chooses Custom. In the
+//   capture phase, so the form's htmx request (on "change") already sends the cleared fields.
 (function () {
   "use strict";
 
@@ -24,6 +27,22 @@
       htmx.trigger(elt, "stepwise:visible");
     });
   });
+
+  document.addEventListener("change", function (event) {
+    var target = event.target;
+    var form = target instanceof Element ? target.form : null;
+    if (!form || !form.querySelector("[data-time-range]")) {
+      return;
+    }
+    if (target.matches("[data-time-range] input[type=radio]") && !target.hasAttribute("data-custom")) {
+      form.querySelectorAll("[data-custom-time]").forEach(function (input) { input.value = ""; });
+    } else if (target.matches("[data-custom-time]") && target.value) {
+      var custom = form.querySelector("[data-time-range] [data-custom]");
+      if (custom) {
+        custom.checked = true;
+      }
+    }
+  }, true);
 
   var SIZED = "[data-left], [data-width]";
 

@@ -30,7 +30,10 @@ def AFTER_CALLBACK(car: Any, action: engine.Action) -> None:
 
 
 class Car:
-    """Not a table: any class can carry action definitions."""
+    """Not a table: any class can carry action definitions. Its actor type is its own: the
+    tests' other Car (tests/domain.py) is a table, and one type names one class."""
+
+    __actor_type__ = "PlainCar"
 
 
 class FlyingCar(Car):
@@ -190,6 +193,8 @@ def test_prepending_a_step_through_a_childs_inherited_action_leaves_the_parents_
     parent's class body copies the definition for the child first, prepended steps too."""
 
     class Truck:
+        __actor_type__ = "PlainTruck"  # the integration workload's Truck is another class
+
         @engine.action
         def haul(self, step: engine.StepContext) -> None:
             pass

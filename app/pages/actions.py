@@ -20,7 +20,7 @@ from werkzeug.wrappers import Response
 from engine import bulk_work, clock, commands, status
 from engine.audit import AuditEntry
 
-from .. import queries, queries_actions, users
+from .. import queries, queries_actions, time_ranges, users
 from ..action_filters import FILTER_FIELDS, Filters, parse_filters
 from ..auth import current_user, requires
 from ..database import db
@@ -60,8 +60,12 @@ def index() -> Response:
     if before is not None:
         after = None  # one direction at a time: older than ``before`` wins
     canonical = canonical_url(filters, before=before, after=after)
-    if not is_htmx() and not filters.errors and any(not v.strip() for v in request.args.values()):
-        # The empty fields of the plain GET form: send the browser to the short URL.
+    plain_form = any(not v.strip() for v in request.args.values()) or (
+        request.args.get(time_ranges.FIELD) == time_ranges.CUSTOM
+    )
+    if not is_htmx() and not filters.errors and plain_form:
+        # The empty fields (and the "custom" time range) of the plain GET form: send the
+        # browser to the short URL.
         return redirect(canonical)
     context = list_context(filters, before=before, after=after)
     response = render(
@@ -85,6 +89,7 @@ def list_context(filters: Filters, *, before: int | None = None, after: int | No
         "before": before,
         "after": after,
         "cap": queries.CAP,
+        "presets": [(preset.key, preset.label) for preset in time_ranges.PRESETS.values()],
     }
     if filters.errors:
         return {**context, "page": None, "count": None}
@@ -125,15 +130,24 @@ def count() -> Response:
 @bp.get("/errors")
 def errors() -> Response:
     """Failed and timed-out actions grouped by the class of the error they raised: how many,
-    the newest, and a link to the list of each (where they can be selected and retried)."""
+    the newest, and a link to the list of each (where they can be selected and retried);
+    over every failure, or those created in a time-range preset (``window=24h``)."""
+    raw = (request.args.get(time_ranges.FIELD) or "").strip()
+    preset, problem = time_ranges.parse(raw, custom=False)
+    if problem:
+        abort(400, description=f"{time_ranges.FIELD}: {problem}")
     session: Any = db.session
-    groups, sample_full = queries_actions.failure_groups(session)
+    since = preset.since() if preset is not None else None
+    groups, sample_full = queries_actions.failure_groups(session, since=since)
     return render(
         "actions/errors.html",
         "actions/_errors.html",
         groups=groups,
         sample_full=sample_full,
         scan=queries_actions.SCAN,
+        preset=preset,
+        since=since,
+        presets=[(p.key, p.label) for p in time_ranges.PRESETS.values()],
     )
 
 

@@ -1,6 +1,7 @@
 """Audit: every operator command and webhook completion, newest first: who, when, what, why,
 its result, and a bulk command's progress (its row refreshes itself until it is finished).
-Filtered by command and by user; the filter lives in the URL.
+Filtered by command, by user and by a time-range preset (``window=24h``); the filter lives
+in the URL.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from flask import Blueprint, abort, request
 from werkzeug.wrappers import Response
 
-from .. import queries_audit
+from .. import queries_audit, time_ranges
 from ..database import db
 from ..views import int_arg, render
 from .lanes import links
@@ -22,7 +23,11 @@ def index() -> Response:
     command = request.args.get("command", "").strip() or None
     by = request.args.get("by", "").strip() or None
     before = int_arg("before")
-    page = queries_audit.entries(db.session(), command=command, by=by, before=before)
+    preset, problem = time_ranges.parse((request.args.get(time_ranges.FIELD) or "").strip(), custom=False)
+    if problem:
+        abort(400, description=f"{time_ranges.FIELD}: {problem}")
+    since = preset.since() if preset is not None else None
+    page = queries_audit.entries(db.session(), command=command, by=by, before=before, since=since)
     return render(
         "audit/index.html",
         "audit/_list.html",
@@ -30,6 +35,10 @@ def index() -> Response:
         command=command,
         by=by,
         before=before,
+        window=preset.key if preset is not None else None,
+        preset=preset,
+        since=since,
+        presets=[(p.key, p.label) for p in time_ranges.PRESETS.values()],
         commands=queries_audit.COMMANDS,
     )
 

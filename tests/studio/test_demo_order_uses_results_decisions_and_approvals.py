@@ -12,14 +12,7 @@ from flask import Flask
 import engine
 from app import demo
 from app.database import db
-from engine import registry, testing
-
-
-@pytest.fixture(autouse=True)
-def demo_orders(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Actor types are class names, and the chaos test's workload has an ``Order`` too: when
-    both are imported (the whole suite), this test's rows are the demo's."""
-    monkeypatch.setitem(registry._actor_classes, "Order", demo.Order)
+from engine import testing
 
 
 def order_of(app: Flask, amount_cents: int) -> engine.Action:
