@@ -24,6 +24,9 @@ COUNTERS: dict[str, str] = {
     "stepwise_sweeper_recoveries_total": "Work that was due but not picked up, which the sweeper sent again.",
     "stepwise_signals_sent_total": "Signals recorded in an action's inbox.",
     "stepwise_signals_consumed_total": "Signals consumed by a step that waited for them.",
+    "stepwise_schedule_ticks_fired_total": "Schedule ticks that started an action (manual runs included).",
+    "stepwise_schedule_ticks_skipped_total": "Schedule ticks that started nothing, by reason: "
+    "skipped (the previous run was still going) or missed (no clock ran; missed: skip).",
     # Counted from the "completed" events of each transaction, by their status.
     "stepwise_actions_completed_total": "Actions completed, by the status they were completed with.",
 }

@@ -10,6 +10,7 @@ from .counter import Counter
 from .history import ActionEvent
 from .invocation import Invocation
 from .performance import Performance
+from .schedules.tables import Schedule, Tick
 from .signal import Signal
 from .step import Step, step_actions
 
@@ -22,7 +23,9 @@ __all__ = [
     "Counter",
     "Invocation",
     "Performance",
+    "Schedule",
     "Signal",
     "Step",
     "step_actions",
+    "Tick",
 ]
