@@ -26,6 +26,6 @@ __all__ = [
     "Schedule",
     "Signal",
     "Step",
-    "step_actions",
     "Tick",
+    "step_actions",
 ]

@@ -21,9 +21,7 @@ def honking(car: Car, name: str = "honker", **options: Any) -> Schedule:
     engine.define(Car, "honk", lambda car: car.honk())
     if "every" not in options:
         options.setdefault("cron", "* * * * *")
-    return schedules.create(
-        name, actor_type="Car", actor_id=str(car.id), action="honk", by="olga", **options
-    )
+    return schedules.create(name, actor_type="Car", actor_id=str(car.id), action="honk", by="olga", **options)
 
 
 def ticks(name: str = "honker") -> list[Tick]:
@@ -47,7 +45,9 @@ def actions_started(name: str = "honk") -> list[Action]:
 
 def invocations(name: str = "honk") -> list[Invocation]:
     with engine.new_session() as session:
-        return list(session.scalars(select(Invocation).where(Invocation.name == name).order_by(Invocation.id)))
+        return list(
+            session.scalars(select(Invocation).where(Invocation.name == name).order_by(Invocation.id))
+        )
 
 
 def run_clock() -> schedules.TickReport:

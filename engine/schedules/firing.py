@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
@@ -59,7 +60,7 @@ def tick(session: Session | None = None, *, limit: int = 100) -> TickReport:
         s.rollback()  # the read's snapshot: each schedule fires in a transaction of its own
         for schedule_id in due:
             try:
-                outcome = db.retrying(s, lambda schedule_id=schedule_id: _fire_due(s, schedule_id))
+                outcome = db.retrying(s, partial(_fire_due, s, schedule_id))
             except Exception:  # one broken schedule leaves the others firing
                 log.exception("stepwise: schedule %s could not fire", schedule_id)
                 continue

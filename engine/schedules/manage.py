@@ -33,7 +33,9 @@ def _existing(session: Session, name: str, *, lock: bool = True) -> Schedule:
         query = query.with_for_update().execution_options(populate_existing=True)
     found = session.scalar(query)
     if found is None:
-        raise ScheduleError("name", f"there is no schedule named {name[:200]!r} (see `stepwise schedules list`)")
+        raise ScheduleError(
+            "name", f"there is no schedule named {name[:200]!r} (see `stepwise schedules list`)"
+        )
     return found
 
 
@@ -41,7 +43,9 @@ def check_policies(missed: str, overlap: str) -> None:
     if missed not in MISSED_POLICIES:
         raise ScheduleError("missed", f"missed is {missed[:40]!r}: use one of {', '.join(MISSED_POLICIES)}")
     if overlap not in OVERLAP_POLICIES:
-        raise ScheduleError("overlap", f"overlap is {overlap[:40]!r}: use one of {', '.join(OVERLAP_POLICIES)}")
+        raise ScheduleError(
+            "overlap", f"overlap is {overlap[:40]!r}: use one of {', '.join(OVERLAP_POLICIES)}"
+        )
 
 
 def check_name(name: str) -> str:
@@ -66,10 +70,13 @@ def check_target(session: Session, actor_type: str, actor_id: str, action: str) 
     if not action or action.startswith("_") or registry.find(cls, action) is None:
         known = ", ".join(sorted(d.name for d in registry.definitions() if issubclass(cls, d.actor_class)))
         raise ScheduleError(
-            "action", f"{actor_type} has no registered action {action[:80]!r} (its actions: {known or 'none'})"
+            "action",
+            f"{actor_type} has no registered action {action[:80]!r} (its actions: {known or 'none'})",
         )
     if not actor_id:
-        raise ScheduleError("actor_id", f"say which {actor_type} the schedule starts {action} on: the id is empty")
+        raise ScheduleError(
+            "actor_id", f"say which {actor_type} the schedule starts {action} on: the id is empty"
+        )
     try:
         registry.load_actor(session, actor_type, actor_id)
     except (ActorNotFound, SQLAlchemyError):
@@ -123,8 +130,14 @@ def create(
             session.add(schedule)
             session.flush()
             audit.record(
-                session, "schedule_create", f"schedule:{name}", cause=history.OPERATOR, by=by, reason=reason,
-                result="created", **describe(schedule),
+                session,
+                "schedule_create",
+                f"schedule:{name}",
+                cause=history.OPERATOR,
+                by=by,
+                reason=reason,
+                result="created",
+                **describe(schedule),
             )
             return schedule
 
@@ -152,8 +165,14 @@ def _command(name: str, verb: str, by: str | None, reason: str | None, change: A
             schedule = _existing(session, name)
             result, value, data = change(session, schedule)
             audit.record(
-                session, f"schedule_{verb}", f"schedule:{name}", cause=history.OPERATOR, by=by, reason=reason,
-                result=result, **data,
+                session,
+                f"schedule_{verb}",
+                f"schedule:{name}",
+                cause=history.OPERATOR,
+                by=by,
+                reason=reason,
+                result=result,
+                **data,
             )
             return value
 
@@ -212,4 +231,3 @@ def delete(name: str, *, by: str | None = None, reason: str | None = None) -> No
         return "deleted", None, kept
 
     _command(name, "delete", by, reason, change)
-

@@ -46,7 +46,9 @@ class ScheduleError(EngineError):
 def zone(name: str) -> ZoneInfo:
     """The IANA time zone ``name`` (``Europe/Paris``), or a ScheduleError naming it."""
     if not name or len(name) > 64 or "\x00" in name or name.startswith(("/", ".")) or ".." in name:
-        raise ScheduleError("timezone", f"unknown time zone {name[:80]!r}: use an IANA name like Europe/Paris")
+        raise ScheduleError(
+            "timezone", f"unknown time zone {name[:80]!r}: use an IANA name like Europe/Paris"
+        )
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
@@ -76,7 +78,9 @@ class Rule:
             every = timedelta(seconds=every)
         cron = cron.strip() if cron else None
         if (cron is None) == (every is None):
-            raise ScheduleError("cron", "give a schedule either a cron expression or an interval (every), not both")
+            raise ScheduleError(
+                "cron", "give a schedule either a cron expression or an interval (every), not both"
+            )
         if every is not None:
             if every < timedelta(seconds=1) or every.total_seconds() != int(every.total_seconds()):
                 raise ScheduleError("every", "an interval is a whole number of seconds, at least 1")
@@ -127,12 +131,12 @@ class Rule:
         return found
 
     def due(self, first: datetime, now: datetime, cap: int = 10_000) -> tuple[int, datetime]:
-        """The ticks from ``first`` (itself a tick, <= now) to ``now``: how many (at most
-        ``cap``) and the latest one."""
+        """The ticks from ``first`` (itself a tick, <= now) to ``now``: how many (a cron
+        rule counts up to ``cap``) and the latest one."""
         if self.every is not None:
             step = self.every.total_seconds()
             count = int((now - first).total_seconds() // step) + 1
-            return min(count, cap), first + timedelta(seconds=(count - 1) * step)
+            return count, first + timedelta(seconds=(count - 1) * step)
         assert self.expression is not None
         count, latest = 1, first
         ticks = iter(CronSim(self.expression, first.replace(tzinfo=UTC).astimezone(zone(self.timezone))))

@@ -90,7 +90,9 @@ def upgrade() -> None:
     op.create_index(
         "ix_stepwise_schedule_ticks_schedule", "stepwise_schedule_ticks", ["schedule_id", "id"], unique=False
     )
-    op.create_index("ix_stepwise_schedule_ticks_fired_at", "stepwise_schedule_ticks", ["fired_at"], unique=False)
+    op.create_index(
+        "ix_stepwise_schedule_ticks_fired_at", "stepwise_schedule_ticks", ["fired_at"], unique=False
+    )
 
 
 def downgrade() -> None:
