@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from functools import partial
 from datetime import datetime, timedelta
+from functools import partial
 
 from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
