@@ -35,7 +35,9 @@ def test_the_embedded_clock_fires_a_schedule_every_second(session: Session, car:
         runtime.start()
         try:
             deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and [a.status for a in actions_started()].count("succeeded") < 3:
+            while (
+                time.monotonic() < deadline and [a.status for a in actions_started()].count("succeeded") < 3
+            ):
                 time.sleep(0.1)
         finally:
             runtime.stop()
