@@ -9,6 +9,7 @@
   an order of 500.00 or more waits for a manual review (an approval signal with a 30
   minute deadline): Approve (with ``{"shipping": "express"}`` for the express branch) or
   Reject in the studio.
+- Schedules (app/demo_schedules.py): a minutely stock sync and a nightly digest.
 - A ``Report`` whose data fetch sometimes fails (retry it from the studio) and whose PDF
   rendering fails now and then but has a retry policy; a checksum per period makes
   achievements, so a report already published for its period is skipped.
@@ -34,6 +35,7 @@ import engine
 from engine import RetryPolicy, action, clock, history, status
 from engine.models import Action
 
+from . import demo_schedules  # noqa: F401 - declares the demo's nightly and minutely schedules
 from .database import db
 
 log = logging.getLogger("stepwise.demo")
