@@ -176,3 +176,11 @@ def test_the_list_polls_itself_while_there_are_schedules(
     schedules.delete("honker", by="olga")
     empty = operator_client.get("/schedules/", headers={"HX-Request": "true"})
     assert "hx-trigger" not in empty.text and "No schedule yet" in empty.text
+
+
+def test_the_audit_page_lists_schedule_commands(operator_client: StudioClient, honker: Schedule) -> None:
+    operator_client.command(f"/schedules/{honker.id}/pause", {"reason": "holidays"})
+    page = operator_client.get("/audit/?command=schedule_pause")
+    assert page.status_code == 200
+    assert "schedule pause" in page.text and "holidays" in page.text
+    assert '<a href="/schedules/#schedules">honker</a>' in page.text
