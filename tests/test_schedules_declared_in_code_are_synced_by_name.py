@@ -119,3 +119,27 @@ def test_a_bad_declaration_fails_at_once_naming_the_field(
         engine.schedule("bad", **given)  # type: ignore[arg-type]
     assert raised.value.field == field
     assert schedules.declared() == []
+
+
+def test_two_clocks_starting_together_sync_the_same_declarations(reports: Reports) -> None:
+    import threading
+
+    engine.schedule("sync", every=60, actor=reports, action="generate", args=["a"])
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def start_clock() -> None:
+        try:
+            barrier.wait()
+            schedules.sync()
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=start_clock) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    with engine.new_session() as s:
+        assert s.scalars(select(schedules.Schedule.name)).all() == ["sync"]

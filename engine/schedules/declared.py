@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from .. import arguments, audit, clock, db, history, registry
@@ -109,7 +110,15 @@ def sync(session: Session | None = None) -> SyncReport:
     own = session is None
     s = session if session is not None else db.session()
     try:
-        return db.retrying(s, lambda: _sync(s))
+        for attempt in range(3):
+            try:
+                return db.retrying(s, lambda: _sync(s))
+            except IntegrityError:
+                # Another clock starting at the same time created the same schedule first:
+                # this attempt was rolled back; the next one finds the row and updates it.
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
     finally:
         if own:
             s.close()

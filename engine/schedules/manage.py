@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import delete as sql_delete
 from sqlalchemy import select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from .. import arguments, audit, clock, db, history, registry
@@ -141,7 +141,12 @@ def create(
             )
             return schedule
 
-        return db.retrying(session, work)
+        try:
+            return db.retrying(session, work)
+        except IntegrityError:  # the same name created meanwhile, by another operator
+            raise ScheduleError(
+                "name", f"a schedule named {name!r} exists already: pick another name"
+            ) from None
 
 
 def describe(schedule: Schedule) -> dict[str, Any]:
