@@ -254,8 +254,7 @@ def clock_process(
                     if report.total or every is None:
                         print(report, flush=True)
                     next_sweep = time.monotonic() + (every or 0)
-                with db.session() as session:
-                    soonest = schedules.soonest(session)
+                soonest = fired.next_at
             except sa_exc.DBAPIError as error:
                 if every is None:
                     raise

@@ -117,3 +117,21 @@ def test_clocks_racing_in_threads_fire_each_tick_once(car: Car) -> None:
     assert len(fired) == 1
     testing.drain()
     assert len(actions_started()) == 1
+
+
+def test_a_tick_with_nothing_due_is_one_query_and_says_when_to_look_again(car: Car, session: Session) -> None:
+    from sqlalchemy import event
+
+    testing.freeze(MONDAY)
+    honking(car)
+    statements: list[str] = []
+    sa_engine = session.get_bind()
+    listen = lambda *args: statements.append(args[2])  # noqa: E731 - (conn, cursor, statement, ...)
+    event.listen(sa_engine, "before_cursor_execute", listen)
+    try:
+        report = schedules.tick()
+    finally:
+        event.remove(sa_engine, "before_cursor_execute", listen)
+    assert [s for s in statements if s.lstrip().upper().startswith("SELECT")] == statements
+    assert len(statements) == 1
+    assert report.next_at == MONDAY.replace(hour=9, minute=0, second=0)

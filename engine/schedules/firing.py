@@ -39,25 +39,34 @@ class TickReport:
     fired: int = 0
     skipped: int = 0
     missed: int = 0
+    #: When the next active schedule not yet due is due, if the tick saw it (the clock sleeps
+    #: until then at most); None when it did not look that far.
+    next_at: datetime | None = None
 
     def __str__(self) -> str:
         return f"schedules: {self.fired} fired, {self.skipped} skipped (overlap), {self.missed} missed"
 
 
 def tick(session: Session | None = None, *, limit: int = 100) -> TickReport:
-    """Fire every due schedule's tick, once; the clock process calls it every second or so."""
+    """Fire every due schedule's tick, once; the clock process calls it every second or so.
+
+    One query when nothing is due: the active schedules soonest first, through the partial
+    index ix_stepwise_schedules_due, up to ``limit`` due ones and the first one not due."""
     own = session is None
     s = session if session is not None else db.session()
     report = TickReport()
     try:
         now = clock.now()
-        due = s.scalars(
-            select(Schedule.id)
-            .where(Schedule.paused_at.is_(None), Schedule.next_fire_at <= now)
+        soonest = s.execute(
+            select(Schedule.id, Schedule.next_fire_at)
+            .where(Schedule.paused_at.is_(None), Schedule.next_fire_at.is_not(None))
             .order_by(Schedule.next_fire_at)
-            .limit(limit)
+            .limit(limit + 1)
         ).all()
         s.rollback()  # the read's snapshot: each schedule fires in a transaction of its own
+        due = [schedule_id for schedule_id, at in soonest if at is not None and at <= now][:limit]
+        later = [at for _, at in soonest if at is not None and at > now]
+        report.next_at = later[0] if later else None
         for schedule_id in due:
             try:
                 outcome = db.retrying(s, partial(_fire_due, s, schedule_id))
@@ -66,6 +75,8 @@ def tick(session: Session | None = None, *, limit: int = 100) -> TickReport:
                 continue
             if outcome is not None:
                 setattr(report, outcome, getattr(report, outcome) + 1)
+        if due:  # their next ticks moved on: the clock looks again soon
+            report.next_at = None
         return report
     finally:
         if own:
@@ -73,7 +84,7 @@ def tick(session: Session | None = None, *, limit: int = 100) -> TickReport:
 
 
 def soonest(session: Session) -> datetime | None:
-    """When the next active schedule is due (the clock sleeps until then, at most)."""
+    """When the next active schedule is due."""
     return session.scalar(
         select(Schedule.next_fire_at)
         .where(Schedule.paused_at.is_(None), Schedule.next_fire_at.is_not(None))
