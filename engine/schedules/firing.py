@@ -115,11 +115,14 @@ def _fire_due(s: Session, schedule_id: int) -> str | None:
             counter.count(s, {SKIPPED_TOTAL: count}, {"reason": MISSED})
         name = "missed"
     else:
+        # The ticks before the latest did not run (counted once the tick's row is won).
+        earlier_missed = {SKIPPED_TOTAL: count - 1}
         running = _previous_run_going(s, schedule) if schedule.overlap == SKIP else None
         if running is not None:
             note = f"action {running[0]} of the previous run is still {running[1]} (overlap: skip)"
             if _insert_tick(s, schedule, latest, now, SKIPPED, missed_count=count - 1, note=note) is not None:
                 counter.count(s, {SKIPPED_TOTAL: 1}, {"reason": SKIPPED})
+                counter.count(s, earlier_missed, {"reason": MISSED})
             name = "skipped"
         else:
             note = None
@@ -133,6 +136,7 @@ def _fire_due(s: Session, schedule_id: int) -> str | None:
                 return None  # another clock fired this tick
             invoke(s, schedule, tick_id, latest, by=None)
             counter.count(s, {FIRED_TOTAL: 1})
+            counter.count(s, earlier_missed, {"reason": MISSED})
     return name
 
 
