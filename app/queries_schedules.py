@@ -1,8 +1,9 @@
 """Read model of the Schedules page: each schedule with its next ticks (in UTC and in its
 own time zone) and its last runs, each with the action it started and that action's status.
 
-Two queries whatever the number of schedules: the schedules, then their last runs (a
-window over ix_stepwise_schedule_ticks_schedule, joined to the invocations and actions).
+Two queries whatever the number of schedules: the schedules (at most ``LIMIT``), then their
+last runs (for each schedule the newest few entries of ix_stepwise_schedule_ticks_schedule,
+however many ticks it has, joined to the invocations and actions).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select, union_all
 from sqlalchemy.orm import Session
 
 from engine import clock
@@ -21,6 +22,8 @@ from engine.schedules.rule import zone
 #: Runs shown per schedule on the list; its own page shows more.
 LIST_RUNS = 5
 PAGE_RUNS = 50
+#: Schedules listed at most (by name).
+LIMIT = 500
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ def row_of(schedule: Schedule, now: datetime) -> Row:
 
 def rows(session: Session, runs: int = LIST_RUNS) -> list[Row]:
     now = clock.now()
-    found = [row_of(s, now) for s in session.scalars(select(Schedule).order_by(Schedule.name))]
+    found = [row_of(s, now) for s in session.scalars(select(Schedule).order_by(Schedule.name).limit(LIMIT))]
     by_id = {row.schedule.id: row for row in found}
     if not by_id:
         return found
@@ -82,20 +85,20 @@ def one(session: Session, schedule_id: int, runs: int = PAGE_RUNS) -> Row | None
 
 def last_runs(session: Session, schedule_ids: list[int], per_schedule: int) -> list[Run]:
     """The last ``per_schedule`` ticks of each schedule, newest first, with their actions."""
-    ranked = (
-        select(
-            Tick.id.label("tick_id"),
-            func.row_number().over(partition_by=Tick.schedule_id, order_by=Tick.id.desc()).label("n"),
-        )
-        .where(Tick.schedule_id.in_(schedule_ids))
+    newest = [
+        select(Tick.id)
+        .where(Tick.schedule_id == schedule_id)
+        .order_by(Tick.id.desc())
+        .limit(per_schedule)
         .subquery()
-    )
+        for schedule_id in schedule_ids
+    ]
+    ids = union_all(*[select(part.c.id) for part in newest])
     query: Any = (
         select(Tick, Action.id, Action.status)
-        .join(ranked, ranked.c.tick_id == Tick.id)
         .outerjoin(Invocation, Invocation.id == Tick.invocation_id)
         .outerjoin(Action, Action.id == Invocation.action_id)
-        .where(ranked.c.n <= per_schedule)
+        .where(Tick.id.in_(ids))
         .order_by(Tick.schedule_id, Tick.id.desc())
     )
     return [Run(tick, action_id, state) for tick, action_id, state in session.execute(query)]

@@ -60,6 +60,7 @@ def page_context(**form: str) -> dict[str, Any]:
         "overlap_policies": OVERLAP_POLICIES,
         "form": values,
         "missed_after": schedules.MISSED_AFTER,
+        "limit": queries_schedules.LIMIT,
     }
 
 

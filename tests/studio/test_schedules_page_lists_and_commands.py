@@ -184,3 +184,24 @@ def test_the_audit_page_lists_schedule_commands(operator_client: StudioClient, h
     assert page.status_code == 200
     assert "schedule pause" in page.text and "holidays" in page.text
     assert '<a href="/schedules/#schedules">honker</a>' in page.text
+
+
+def test_each_schedule_shows_its_five_newest_runs_and_its_page_fifty(
+    operator_client: StudioClient, car: Car
+) -> None:
+    from engine.models import Tick
+
+    testing.freeze(MONDAY)
+    first, second = honking(car, name="first"), honking(car, name="second")
+    with engine.new_session() as s:
+        for schedule in (first, second):
+            for n in range(60):
+                at = MONDAY - timedelta(minutes=n)
+                s.add(Tick(schedule_id=schedule.id, due_at=at, fired_at=at, outcome="skipped", note=f"n{n}"))
+        s.commit()
+    page = operator_client.get("/schedules/").text
+    for schedule in ("first", "second"):
+        row = page.split(f'data-schedule="{schedule}"', 1)[1].split("</tr>", 1)[0]
+        assert row.count('class="run run-skipped"') == 5
+    own = operator_client.get(f"/schedules/{first.id}").text
+    assert own.count('class="run run-skipped"') == 50 and "Last 50 runs" in own
