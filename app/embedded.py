@@ -71,6 +71,7 @@ class Embedded:
         except Exception:  # a database without the schedules' tables yet: said, not fatal
             log.exception("stepwise: the schedules declared in code could not be synced")
         next_sweep = time.monotonic() + self.sweep_every
+        next_prune = time.monotonic()
         while not self._stop.wait(min(self.tick_every, self.sweep_every)):
             try:
                 schedules.tick()
@@ -82,6 +83,9 @@ class Embedded:
             try:
                 with engine.new_session() as session:
                     sweeper.sweep(session, grace=self.grace)
+                if time.monotonic() >= next_prune:
+                    schedules.prune()
+                    next_prune = time.monotonic() + schedules.retention.EVERY_SECONDS
             except Exception:  # the database restarting, a locked file: next round
                 log.exception("stepwise: the sweep failed; trying again in %ss", self.sweep_every)
 

@@ -28,6 +28,7 @@ from sqlalchemy import select
 
 from . import broker, clock, db, schedules, sweeper
 from .cli_base import DATABASE_URL, CommandFailed, cli, database, group
+from .schedules import retention
 from .schedules.tables import MISSED_POLICIES, OVERLAP_POLICIES, SKIP
 
 schedules_group = group("schedules", "schedules: cron or interval rules that start actions")
@@ -227,7 +228,8 @@ def clock_process(
     every: float | None, poll: float, grace: float, imports: tuple[str, ...], database_url: str | None
 ) -> int:
     """The clock process: sync the schedules declared in code (--import), then fire due
-    schedules (each tick once, however many clocks run) and sweep lost work every SECONDS.
+    schedules (each tick once, however many clocks run), sweep lost work every SECONDS and
+    prune old ticks every hour (each schedule keeps its newest 1,000).
 
     Without --every, one round and exit. Any number may run: the schedules' row locks and
     unique tick rows keep each tick to one run.
@@ -242,7 +244,7 @@ def clock_process(
     with database(database_url, must_exist=True, pool_pre_ping=True) as sa_engine:
         db.configure(sa_engine)
         print(schedules.sync(), flush=True)
-        next_sweep = time.monotonic()
+        next_sweep = next_prune = time.monotonic()
         while True:
             try:
                 fired = schedules.tick()
@@ -254,6 +256,11 @@ def clock_process(
                     if report.total or every is None:
                         print(report, flush=True)
                     next_sweep = time.monotonic() + (every or 0)
+                if time.monotonic() >= next_prune:
+                    pruned = schedules.prune()
+                    if pruned:
+                        print(f"schedules: pruned {pruned} old ticks", flush=True)
+                    next_prune = time.monotonic() + retention.EVERY_SECONDS
                 soonest = fired.next_at
             except sa_exc.DBAPIError as error:
                 if every is None:

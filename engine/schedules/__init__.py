@@ -13,6 +13,7 @@ from __future__ import annotations
 from .declared import Declared, SyncReport, declared, forget_declared, schedule, sync
 from .firing import MISSED_AFTER, TickReport, soonest, tick
 from .manage import create, delete, find, pause, resume, trigger
+from .retention import prune
 from .rule import DEFAULT_TIMEZONE, Rule, ScheduleError
 from .tables import (
     ALLOW,
@@ -40,6 +41,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "soonest",
     "TickReport",
     "MISSED_AFTER",
+    "prune",
     # operators
     "create",
     "pause",
