@@ -28,6 +28,7 @@ from sqlalchemy import select
 
 from . import broker, clock, db, schedules, sweeper
 from .cli_base import DATABASE_URL, CommandFailed, cli, database, group
+from .invocation import Invocation
 from .schedules import retention
 from .schedules.tables import MISSED_POLICIES, OVERLAP_POLICIES, SKIP
 
@@ -86,11 +87,14 @@ def list_schedules(database_url: str | None) -> int:
             )
         now = clock.now()
         for row in rows:
-            last = session.scalar(
-                select(schedules.Tick)
+            found = session.execute(
+                select(schedules.Tick, Invocation.action_id)
+                .outerjoin(Invocation, Invocation.id == schedules.Tick.invocation_id)
                 .where(schedules.Tick.schedule_id == row.id)
                 .order_by(schedules.Tick.id.desc())
-            )
+                .limit(1)
+            ).first()
+            last, action_id = found if found is not None else (None, None)
             state = f"paused by {row.paused_by or 'someone'}" if row.paused else "active"
             upcoming = (
                 ", ".join(f"{t:%Y-%m-%d %H:%M:%S}" for t in row.rule.upcoming(now, 3))
@@ -98,6 +102,8 @@ def list_schedules(database_url: str | None) -> int:
                 else "-"
             )
             last_run = f"{last.outcome} {last.due_at:%Y-%m-%d %H:%M:%S}" if last is not None else "never ran"
+            if action_id is not None:
+                last_run += f" (action {action_id})"
             click.echo(
                 f"{row.name}  [{state}, {row.source}]  {row.rule.describe()}  -> "
                 f"{row.actor_type}/{row.actor_id}.{row.action}{json.dumps(row.arguments)}\n"

@@ -70,6 +70,8 @@ def test_create_list_pause_resume_trigger_and_delete(
     assert "Triggered honker (invocation" in capsys.readouterr().out
     testing.drain()
     assert [a.status for a in actions_started()] == ["succeeded"]
+    assert stepwise("schedules", "list") == 0
+    assert f"last: fired 2026-01-05 08:59:30 (action {actions_started()[0].id})" in capsys.readouterr().out
 
     assert stepwise("schedules", "delete", "honker") == 0
     with engine.new_session() as s:
