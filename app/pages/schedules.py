@@ -16,7 +16,7 @@ from engine import schedules
 from engine.schedules.tables import MISSED_POLICIES, OVERLAP_POLICIES, SKIP
 
 from .. import catalog, queries_schedules, users
-from ..auth import current_user, requires
+from ..auth import current_user, requires, safe_next
 from ..database import db
 from ..views import command_response, render
 
@@ -163,7 +163,7 @@ def answer(message: str, ok: bool = True) -> Response:
         message,
         ok=ok,
         fragment="schedules/_list.html",
-        redirect_to=request.form.get("next") or url_for("schedules.index"),
+        redirect_to=safe_next(request.form.get("next") or url_for("schedules.index")),
         **page_context(),
     )
 

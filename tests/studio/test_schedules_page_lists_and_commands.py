@@ -205,3 +205,21 @@ def test_each_schedule_shows_its_five_newest_runs_and_its_page_fifty(
         assert row.count('class="run run-skipped"') == 5
     own = operator_client.get(f"/schedules/{first.id}").text
     assert own.count('class="run run-skipped"') == 50 and "Last 50 runs" in own
+
+
+def test_the_schedules_own_page_pauses_and_sends_the_browser_back_there(
+    operator_client: StudioClient, honker: Schedule
+) -> None:
+    page = operator_client.get(f"/schedules/{honker.id}").text
+    actions = {f.action for f in forms(page) if f.method == "post"}
+    assert {f"/schedules/{honker.id}/trigger", f"/schedules/{honker.id}/pause"} <= actions
+    answer = operator_client.command(
+        f"/schedules/{honker.id}/pause", {"next": f"/schedules/{honker.id}"}, htmx=False
+    )
+    assert answer.status_code == 303 and answer.headers["Location"].endswith(f"/schedules/{honker.id}")
+    assert "Paused honker" in operator_client.get(answer.headers["Location"]).text
+    # Never an open redirect
+    away = operator_client.command(
+        f"/schedules/{honker.id}/resume", {"next": "https://evil.example"}, htmx=False
+    )
+    assert "evil" not in away.headers["Location"]
