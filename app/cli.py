@@ -231,11 +231,11 @@ def serve(
     if runtime is not None:
         print(
             f"  workers:  in this process ({threads} threads, in-memory broker), sweeping every "
-            f"{runtime.sweep_every:g}s",
+            f"{runtime.sweep_every:g}s and firing schedules",
             flush=True,
         )
     else:
-        print("  workers:  separate processes on the broker (stepwise worker; stepwise sweep)", flush=True)
+        print("  workers:  separate processes on the broker (stepwise worker; stepwise clock)", flush=True)
     if seeding is not None:
         print("  demo:     deployments, orders and reports start every few seconds", flush=True)
         if runtime is None:

@@ -13,6 +13,7 @@
   multiple of 5), and then the order compensates, releasing the stock, then refunding
   the payment; the bank refuses one of those refunds in four (an id that is a multiple of
   20), left for an operator to retry or skip ("compensation failed").
+- Schedules (app/demo_schedules.py): a minutely stock sync and a nightly digest.
 - A ``Report`` whose data fetch sometimes fails (retry it from the studio), whose
   generation processes its chunks heartbeating a checkpoint (a lost worker's report
   resumes where it stopped; watch the heartbeat and progress on its page), and whose PDF
@@ -40,6 +41,7 @@ import engine
 from engine import RetryPolicy, action, clock, history, status
 from engine.models import Action
 
+from . import demo_schedules  # noqa: F401 - declares the demo's nightly and minutely schedules
 from .database import db
 
 log = logging.getLogger("stepwise.demo")

@@ -32,6 +32,12 @@ COMMANDS = (
     "user_role",
     "user_disable",
     "user_enable",
+    "schedule_create",
+    "schedule_pause",
+    "schedule_resume",
+    "schedule_trigger",
+    "schedule_delete",
+    "schedule_sync",
 )
 
 

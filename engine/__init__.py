@@ -5,7 +5,7 @@ The public API, grouped as in the README.
 
 from __future__ import annotations
 
-from . import commands, status
+from . import commands, schedules, status
 from .achievement import Achievement, checksum
 from .achievement import forget as forget_achievement
 from .action import Action
@@ -47,6 +47,7 @@ from .recovery import Failure
 from .registry import register_service
 from .result import Child, result_of
 from .retry import RetryPolicy
+from .schedules import schedule
 from .sending import approve, reject, signal
 from .signal import Signal
 from .step import Step
@@ -80,6 +81,9 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "handling",
     "commands",
     "RetryPolicy",
+    # schedules
+    "schedule",
+    "schedules",
     # database
     "Base",
     "configure",

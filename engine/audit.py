@@ -28,13 +28,14 @@ class AuditEntry(Base):
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     at: Mapped[datetime] = mapped_column(default=clock.now)
-    #: cancel, retry, skip, approve, reject, complete, forget, bulk_cancel, bulk_retry.
+    #: cancel, retry, skip, approve, reject, complete, forget, bulk_cancel, bulk_retry,
+    #: schedule_create, schedule_pause, schedule_resume, schedule_trigger, schedule_delete …
     command: Mapped[str] = mapped_column(String(40))
     #: operator, webhook or caller.
     cause: Mapped[str] = mapped_column(String(20))
     by: Mapped[str | None] = mapped_column(String(255))
     reason: Mapped[str | None] = mapped_column(Text)
-    #: What it acted on: "action:42", "achievement:Car/1/visit", or "filter" for bulk.
+    #: What it acted on: "action:42", "achievement:Car/1/visit", "schedule:nightly", or "filter" for bulk.
     target: Mapped[str] = mapped_column(String(500))
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     #: The outcome: completed, already_completed, not_found, not_retryable, done …

@@ -5,6 +5,8 @@
     stepwise db stamp REVISION [--database-url URL]     record a revision without migrating
     stepwise sweep [--every SECONDS] [--grace SECONDS]  send again the work whose message was lost
     stepwise worker [MODULE...] [-p N] [-t N] [--idle-poll MS]  run Dramatiq workers for the engine's jobs
+    stepwise clock [--every SECONDS] [--import MODULE]  fire due schedules and sweep (the clock process)
+    stepwise schedules list|create|pause|resume|trigger|delete  operators' commands on schedules
 
 Other packages add commands through the ``stepwise.commands`` entry-point group (the studio
 adds ``serve`` and ``users``). ``stepwise --help`` lists them all.
@@ -23,7 +25,7 @@ from datetime import timedelta
 import click
 from sqlalchemy import exc as sa_exc
 
-from . import broker, cli_operator, cli_signals, db, migrate, sweeper
+from . import broker, cli_operator, cli_schedules, cli_signals, db, migrate, sweeper
 from .cli_base import (
     DATABASE_URL,
     GROUPS,
@@ -44,6 +46,7 @@ __all__ = [
     "argument",
     "cli",
     "cli_operator",
+    "cli_schedules",
     "cli_signals",
     "command",
     "database",

@@ -28,6 +28,9 @@ COUNTERS: dict[str, str] = {
     "stepwise_compensations_failed_total": "Compensations that failed, leaving their action for an operator.",
     "stepwise_heartbeat_timeouts_total": "Running attempts lost: no heartbeat for their heartbeat_timeout.",
     "stepwise_attempt_timeouts_total": "Attempts of step bodies that ran longer than their attempt_timeout.",
+    "stepwise_schedule_ticks_fired_total": "Schedule ticks that started an action (manual runs included).",
+    "stepwise_schedule_ticks_skipped_total": "Schedule ticks that started nothing, by reason: "
+    "skipped (the previous run was still going) or missed (no clock ran; missed: skip).",
     # Counted from the "completed" events of each transaction, by their status.
     "stepwise_actions_completed_total": "Actions completed, by the status they were completed with.",
 }

@@ -32,6 +32,7 @@ from .action import Action
 from .attempt import Attempt
 from .invocation import Invocation
 from .performance import Performance
+from .schedules.tables import FIRED, Schedule, Tick
 from .signal import SIGNAL_WAIT, Signal
 
 #: The Content-Type a /metrics endpoint answers with (the text format 0.0.4).
@@ -45,6 +46,7 @@ OTHER_LANES = "(other)"
 
 DURATION_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400)
 LATENCY_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
+SCHEDULE_LAG_BUCKETS: tuple[float, ...] = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
 
 #: Adding to a counter in the caller's transaction (what history events do not count already):
 #: ``metrics.count(session, {name: n})``, or ``metrics.count_by(session, name, label, {value: n})``.
@@ -119,6 +121,7 @@ class DatabaseCollector(Collector):
         yield _latency(self.session, recent, self.latency_buckets)
         yield _attempt_latency(self.session, recent, self.latency_buckets)
         yield from _waits(self.session, now)
+        yield from _schedules(self.session, now, recent)
         yield from _counters(self.session)
 
 
@@ -292,3 +295,41 @@ def _histogram(
 def _bound(value: float) -> str:
     """An ``le`` label as Prometheus' own clients write it (``0.5``, ``10.0``)."""
     return repr(float(value))
+
+
+def _schedules(session: Session, now: datetime, window: Window) -> Iterator[Metric]:
+    # The active schedules' next ticks through ix_stepwise_schedules_due; the recent ticks
+    # through ix_stepwise_schedule_ticks_fired_at.
+    states = dict(
+        session.execute(
+            select(Schedule.paused_at.is_(None), func.count()).group_by(Schedule.paused_at.is_(None))
+        ).all()
+    )
+    family = GaugeMetricFamily("stepwise_schedules", "Schedules, active or paused.", labels=["state"])
+    family.add_metric(["active"], int(states.get(True, 0)))
+    family.add_metric(["paused"], int(states.get(False, 0)))
+    yield family
+    oldest = session.scalar(
+        select(func.min(Schedule.next_fire_at)).where(
+            Schedule.paused_at.is_(None), Schedule.next_fire_at <= now
+        )
+    )
+    yield GaugeMetricFamily(
+        "stepwise_schedule_overdue_seconds",
+        "How long the most overdue active schedule's tick has waited for a clock (0: none is due; "
+        "it grows while no clock process runs).",
+        value=(now - oldest).total_seconds() if oldest is not None else 0.0,
+    )
+    rows = (
+        select(_unordered(Schedule.name).label("name"), Tick.lag_seconds.label("seconds"))
+        .join(Schedule, Schedule.id == Tick.schedule_id)
+        .where(Tick.fired_at.between(window.start, window.end), Tick.outcome == FIRED, Tick.manual.is_(False))
+    )
+    lag = HistogramMetricFamily(
+        "stepwise_schedule_lag_seconds",
+        f"Time from a tick's due time to when a clock fired it, for the ticks fired in the last "
+        f"{window.seconds} s, by schedule.",
+        labels=["schedule"],
+    )
+    _histogram(session, lag, rows, _bounds(SCHEDULE_LAG_BUCKETS))
+    yield lag

@@ -12,6 +12,7 @@ from .counter import Counter
 from .history import ActionEvent
 from .invocation import Invocation
 from .performance import Performance
+from .schedules.tables import Schedule, Tick
 from .signal import Signal
 from .step import Step, step_actions
 
@@ -26,7 +27,9 @@ __all__ = [
     "Counter",
     "Invocation",
     "Performance",
+    "Schedule",
     "Signal",
     "Step",
+    "Tick",
     "step_actions",
 ]

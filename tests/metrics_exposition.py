@@ -35,6 +35,11 @@ FAMILIES = {
     "stepwise_signal_waits": "gauge",
     "stepwise_oldest_signal_wait_seconds": "gauge",
     "stepwise_signals_pending": "gauge",
+    "stepwise_schedules": "gauge",
+    "stepwise_schedule_overdue_seconds": "gauge",
+    "stepwise_schedule_lag_seconds": "histogram",
+    "stepwise_schedule_ticks_fired_total": "counter",
+    "stepwise_schedule_ticks_skipped_total": "counter",
 }
 
 # --- a small parser of the text format, strict about what it accepts ------------------------

@@ -18,18 +18,24 @@ COMMANDS = {
     "approve",
     "bulk",
     "cancel",
+    "clock",
     "complete",
     "db",
     "forget",
     "metrics",
     "reject",
     "retry",
+    "schedules",
     "serve",
     "sweep",
     "users",
     "worker",
 }
-GROUPS = {"db": {"upgrade", "current", "stamp"}, "users": {"create", "list", "delete", "password", "role"}}
+GROUPS = {
+    "db": {"upgrade", "current", "stamp"},
+    "users": {"create", "list", "delete", "password", "role"},
+    "schedules": {"list", "create", "pause", "resume", "trigger", "delete"},
+}
 
 
 def listed(text: str) -> set[str]:

@@ -43,6 +43,7 @@ PARTIAL_INDEXES = {
     "ix_stepwise_invocations_unsettled",
     "ix_stepwise_invocations_waiting",
     "ix_stepwise_performances_outbound_complete_key",
+    "ix_stepwise_schedules_due",
     "ix_stepwise_steps_unperformed",
     "ix_stepwise_compensations_failed",
     "ix_stepwise_attempts_open",

@@ -81,6 +81,12 @@ PARAMS = sorted(
         "new_password_again",
         "range",
         "tz",
+        "cron",
+        "every",
+        "timezone",
+        "missed",
+        "overlap",
+        "action",
         "unknown",
     ]
 )

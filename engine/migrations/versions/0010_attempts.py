@@ -3,7 +3,7 @@ declares ``heartbeat_timeout``, ``attempt_timeout`` or ``recover``: its start, h
 progress, checkpoint, deadlines and end (engine/attempt.py).
 
 Revision ID: 0010_attempts
-Revises: 0008_studio
+Revises: 0009_schedules
 Create Date: 2026-12-01
 """
 
@@ -16,7 +16,7 @@ from alembic import op
 
 # revision identifiers, used by Alembic.
 revision: str = "0010_attempts"
-down_revision: str | Sequence[str] | None = "0008_studio"
+down_revision: str | Sequence[str] | None = "0009_schedules"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
