@@ -10,8 +10,8 @@ from datetime import timedelta
 import engine
 from engine import schedules, testing
 from tests.domain import Car
+from tests.metrics_exposition import scrape
 from tests.schedule_helpers import MONDAY, honking, run_clock
-from tests.test_metrics_exposition import scrape
 
 
 def test_lag_fired_skipped_missed_and_overdue(car: Car) -> None:
