@@ -14,6 +14,8 @@ of its own: an open attempt found when the lease is free again means its worker 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,6 +44,9 @@ log = logging.getLogger("stepwise")
 #: unperformed steps leaves it to the watch (its heartbeats may go on for hours).
 WATCHED = datetime(9999, 12, 31)
 _GONE = (ActorNotFound, DefinitionChanged, UnknownAction)
+#: The attempts whose bodies run in this process now: a free lease (SQLite has none to
+#: keep) is not proof that their worker died.
+_RUNNING: set[int] = set()
 
 
 @dataclass
@@ -96,7 +101,7 @@ def _begin(session: Session, step_id: int) -> _Begun | None:
     options = attempt.options_of(action.definition, step.definition_index) or attempt.Options()
     found = attempt.open_for(session, step.id, step.attempt)
     if found is not None and found.ended_at is None:
-        if not options.watched:  # we hold the lease its worker held: it died
+        if not options.watched and _died(found):  # we hold the lease its worker held: it died
             _lost(session, step, action, found)
         session.commit()  # a watched attempt in flight: the watch sees to it
         return None
@@ -182,6 +187,34 @@ def _run_body(session: Session, begun: _Begun) -> None:
         writes_at_start=db.writes(session),
     )
     stopped: list[Cancelled] = []
+    _RUNNING.add(begun.attempt_id)
+    try:
+        _run_and_conclude(session, begun, context, context.beat, stopped)
+    finally:
+        _RUNNING.discard(begun.attempt_id)
+
+
+def _died(found: attempt.Attempt) -> bool:
+    """Whether the worker that started ``found`` is gone: not this process running it, nor
+    a live process of this host (another host's, whose lease was free, is taken for dead)."""
+    host, _, pid = (found.worker or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    if int(pid) == os.getpid():
+        return found.id not in _RUNNING
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _run_and_conclude(
+    session: Session, begun: _Begun, context: StepContext, beat: heartbeat.Beat, stopped: list[Cancelled]
+) -> None:
+    step, action = begun.step, begun.action
 
     def body(*args: Any) -> Any:
         try:
@@ -199,7 +232,7 @@ def _run_body(session: Session, begun: _Begun) -> None:
         outcome = run_body(session, step, action, context, body, actor)
     if stopped:
         outcome.error, outcome.wrote, outcome.after_commit = stopped[0], False, []
-    _conclude(session, begun, outcome, context.beat)
+    _conclude(session, begun, outcome, beat)
 
 
 def _conclude(session: Session, begun: _Begun, outcome: Outcome, beat: heartbeat.Beat) -> None:
