@@ -110,6 +110,8 @@ def concluded(session: Session, action: Action, step: Step) -> str | None:
     compensation; the status the action ends with when none is left (None: it keeps
     compensating, with one running or failed)."""
     if step.definition_index != STEP_INDEX:
+        if step.status == status.STEP_SUCCEEDED:
+            _arm_late(session, action, step)
         if session.scalar(_WAITING, {"action_id": action.id}) is not None:
             return None
         return _done(session, action) if start_next(session, action) else None
@@ -125,6 +127,34 @@ def concluded(session: Session, action: Action, step: Step) -> str | None:
     row.status = status.COMPENSATION_SUCCEEDED
     history.record(session, action, "compensation_succeeded", step_id=step.id, **data)
     return _done(session, action, row.ends_as) if start_next(session, action) else None
+
+
+def _arm_late(session: Session, action: Action, step: Step) -> None:
+    """``step`` succeeded after its action began compensating (it waited on children, or
+    its body returned meanwhile): what it registered runs next, as the last completed step's."""
+    late = session.scalars(_REGISTERED, {"step_id": step.id}).all()
+    if not late:
+        return
+    first, ends_as = session.execute(_TURNS, {"action_id": action.id}).one()
+    for number, row in enumerate(late, (first or 1) - len(late)):
+        row.status, row.sequence, row.ends_as = status.COMPENSATION_QUEUED, number, ends_as
+    history.record(
+        session, action, "compensations_added", step_id=step.id, compensations=[row.id for row in late]
+    )
+
+
+_REGISTERED = (
+    select(Compensation)
+    .where(
+        Compensation.step_id == bindparam("step_id"),
+        Compensation.status == status.COMPENSATION_REGISTERED,
+    )
+    .order_by(Compensation.id.desc())
+)
+#: The first turn among the action's compensations, and the status it ends with.
+_TURNS = select(func.min(Compensation.sequence), func.max(Compensation.ends_as)).where(
+    Compensation.action_id == bindparam("action_id")
+)
 
 
 def start_next(session: Session, action: Action) -> bool:

@@ -68,6 +68,8 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
     its body decided on), or complete it (an outbound action stays performing until
     something completes it)."""
     lane = performance.lock(session, action.concurrency_key)
+    if action.compensations_count and action.status == status.PERFORMING:
+        session.refresh(action, ["status"])  # a cancel or a timeout may have begun compensating
     if action.status == status.COMPENSATING:  # a compensation (or what it waited for) concluded
         ends_as = compensating.concluded(session, action, step)
         if ends_as is not None:
