@@ -88,6 +88,9 @@ def retry_compensation(
         reopen_up(session, child, cause=cause, by=by)
     else:
         lock(session, action.concurrency_key)  # as a concluding compensation would: one at a time
+        session.refresh(row)
+        if row.status != status.COMPENSATION_FAILED:  # retried or skipped meanwhile
+            return CommandResult(False, "compensating", action.id)
         compensating.restart(session, action, row, cause=cause, by=by)
     return CommandResult(True, "retried", action.id)
 
