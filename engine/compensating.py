@@ -135,9 +135,15 @@ def _arm_late(session: Session, action: Action, step: Step) -> None:
     late = session.scalars(_REGISTERED, {"step_id": step.id}).all()
     if not late:
         return
-    first, ends_as = session.execute(_TURNS, {"action_id": action.id}).one()
-    for number, row in enumerate(late, (first or 1) - len(late)):
-        row.status, row.sequence, row.ends_as = status.COMPENSATION_QUEUED, number, ends_as
+    turns = session.scalars(_TURNS, {"action_id": action.id}).all()
+    ends_as = next((row.ends_as for row in turns if row.ends_as), None)
+    for row in late:
+        row.status, row.ends_as = status.COMPENSATION_QUEUED, ends_as
+    # In turn after those that ran (or run), before those still queued.
+    begun = [row for row in turns if row.status != status.COMPENSATION_QUEUED]
+    queued = [row for row in turns if row.status == status.COMPENSATION_QUEUED]
+    for number, row in enumerate([*begun, *late, *queued], 1):
+        row.sequence = number
     history.record(
         session, action, "compensations_added", step_id=step.id, compensations=[row.id for row in late]
     )
@@ -151,9 +157,11 @@ _REGISTERED = (
     )
     .order_by(Compensation.id.desc())
 )
-#: The first turn among the action's compensations, and the status it ends with.
-_TURNS = select(func.min(Compensation.sequence), func.max(Compensation.ends_as)).where(
-    Compensation.action_id == bindparam("action_id")
+#: The action's compensations that have their turn, in turn.
+_TURNS = (
+    select(Compensation)
+    .where(Compensation.action_id == bindparam("action_id"), Compensation.sequence.is_not(None))
+    .order_by(Compensation.sequence)
 )
 
 

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 import engine
 from engine import StepContext, testing
-from engine.models import Action
+from engine.models import Action, Compensation
 from tests.domain import Car
 
 
@@ -43,9 +43,11 @@ def test_a_step_that_succeeds_while_its_action_compensates_is_undone_too(session
     assert engine.complete(car, "release_seat")
     testing.drain()
 
-    # Then the charge is refunded as well, and the booking ends timed out
+    # Then the charge is refunded as well, in the turn after the release, and the booking ends timed out
     session.refresh(action)
     assert (action.status, journal) == ("timed_out", ["refunded"])
+    turns = session.execute(select(Compensation.name, Compensation.sequence).order_by(Compensation.sequence))
+    assert [tuple(turn) for turn in turns] == [("release_seat", 1), ("refund", 2)]
 
 
 def test_a_body_that_returns_after_its_action_was_cancelled_is_undone_too(session: Session, car: Car) -> None:
