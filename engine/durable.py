@@ -44,8 +44,8 @@ log = logging.getLogger("stepwise")
 #: unperformed steps leaves it to the watch (its heartbeats may go on for hours).
 WATCHED = datetime(9999, 12, 31)
 _GONE = (ActorNotFound, DefinitionChanged, UnknownAction)
-#: The attempts whose bodies run in this process now: a free lease (SQLite has none to
-#: keep) is not proof that their worker died.
+#: The attempts whose bodies run in this process now: on SQLite, which keeps no lease while
+#: a body runs, a redelivered message must not take them for lost.
 _RUNNING: set[int] = set()
 
 
@@ -101,7 +101,10 @@ def _begin(session: Session, step_id: int) -> _Begun | None:
     options = attempt.options_of(action.definition, step.definition_index) or attempt.Options()
     found = attempt.open_for(session, step.id, step.attempt)
     if found is not None and found.ended_at is None:
-        if not options.watched and _died(found):  # we hold the lease its worker held: it died
+        # We hold the lease its worker held: it died. SQLite keeps no lease while the body
+        # runs, so there its worker must be gone too.
+        sqlite = session.get_bind().dialect.name == "sqlite"
+        if not options.watched and (not sqlite or _died(found)):
             _lost(session, step, action, found)
         session.commit()  # a watched attempt in flight: the watch sees to it
         return None
@@ -195,8 +198,8 @@ def _run_body(session: Session, begun: _Begun) -> None:
 
 
 def _died(found: attempt.Attempt) -> bool:
-    """Whether the worker that started ``found`` is gone: not this process running it, nor
-    a live process of this host (another host's, whose lease was free, is taken for dead)."""
+    """Whether the worker that started ``found`` (on SQLite) is gone: not this process
+    running it, nor a live process of this host (another host's is taken for dead)."""
     host, _, pid = (found.worker or "").rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return True
