@@ -46,6 +46,8 @@ def retry(
             result = CommandResult(False, "not_retryable", action_id)
         elif undone(s, action):
             result = CommandResult(False, "compensated", action_id)  # its work was undone
+        elif (below := compensated_below(s, action)) is not None:
+            result = CommandResult(False, "compensated", below)  # it would reopen that one
         else:
             if timeout is not None:
                 action.timeout_seconds = timeout.total_seconds()
@@ -111,6 +113,27 @@ def next_run(action: Action, attempt: int) -> int:
         return action.definition.retry.next_run(attempt)
     except (ActorNotFound, UnknownAction):  # removed by a deploy: the attempt fails anyway
         return attempt + 1
+
+
+def compensated_below(session: Session, action: Action) -> int | None:
+    """A failed action that ``reopen_down`` would reopen below ``action`` and that was
+    compensated (its completed steps undone, so it must not carry on), if any."""
+    step = current_step(session, action)
+    if step is None or step.status != status.STEP_FAILED:
+        return None
+    children = session.scalars(
+        select(Action)
+        .join(Invocation, Invocation.action_id == Action.id)
+        .where(Invocation.parent_step_id == step.id, Invocation.succeeded.is_(False))
+        .order_by(Action.id)
+    ).all()
+    for child in children:
+        if child.status in status.RETRYABLE:
+            if undone(session, child):
+                return child.id
+            if (below := compensated_below(session, child)) is not None:
+                return below
+    return None
 
 
 def reopen_down(session: Session, action: Action, *, cause: str, by: str | None) -> None:
