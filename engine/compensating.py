@@ -165,6 +165,31 @@ _TURNS = (
 )
 
 
+def too_late(session: Session, action: Action, step: Step) -> None:
+    """``step`` succeeded after its action had ended (failed, timed out, cancelled): what it
+    registered can no longer run in turn, so it fails, visibly, for an operator to undo by hand."""
+    if step.status != status.STEP_SUCCEEDED or action.status not in UNDONE_ON:
+        return
+    now = clock.now()
+    for row in session.scalars(_REGISTERED, {"step_id": step.id}).all():
+        row.status, row.completed_at, row.ends_as = status.COMPENSATION_FAILED, now, action.status
+        row.error_class = "engine.compensating.too_late"
+        row.error_message = (
+            f"step {step.id} succeeded after action {action.id} had ended {action.status}: "
+            f"{row.name} on {row.actor_type}/{row.actor_id} never ran; undo its work by hand"
+        )
+        history.record(
+            session,
+            action,
+            "compensation_failed",
+            step_id=step.id,
+            compensation_id=row.id,
+            name=row.name,
+            error_class=row.error_class,
+            error_message=row.error_message,
+        )
+
+
 def start_next(session: Session, action: Action) -> bool:
     """Start the action's next queued compensation, unless one is running or failed (one
     at a time, in turn). True when none is left to run or running."""

@@ -75,6 +75,8 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
         if ends_as is not None:
             forward(session, lane, action, ends_as, note="compensated", only_from=_COMPENSATING)
         return
+    if action.compensations_count:  # ended while this step waited: what it registered never runs
+        compensating.too_late(session, action, step)
     # Under the lane's lock, the action's status is read afresh: a timeout or an outside
     # completion may have completed it while its step body ran. When this step ends the
     # action, the guarded write of its completion is that read (one statement, not two).
