@@ -76,13 +76,19 @@ def retry_compensation(
     session: Session, action: Action, *, cause: str, by: str | None, reason: str | None
 ) -> CommandResult:
     """A compensating action's retry retries its failed compensation: the compensating
-    action (as if retried itself), or, when it never became one, the compensation afresh.
+    action (as if retried itself), or, when it never became one (or compensated, its
+    completed steps undone), the compensation afresh.
     Refused (``compensating``) while no compensation failed."""
     row = compensating.failed(session, action)
     if row is None:
         return CommandResult(False, "compensating", action.id)
     child = compensating.action_of(session, row)
-    if child is not None and child.status in status.RETRYABLE:
+    if (
+        child is not None
+        and child.status in status.RETRYABLE
+        and not undone(session, child)  # compensated itself: it runs afresh instead
+        and compensated_below(session, child) is None
+    ):
         reopen_down(session, child, cause=cause, by=by)
         reopen(
             session, child, cause=cause, by=by, reason=reason or f"retrying action {action.id}'s compensation"
