@@ -243,7 +243,10 @@ def _conclude(session: Session, begun: _Begun, outcome: Outcome, beat: heartbeat
     otherwise roll the body's writes back and drop it. A body that returns after its
     attempt_timeout timed out, whether or not the watch saw it first."""
     late = begun.deadline_at is not None and clock.now() > begun.deadline_at
-    if outcome.error is not None or late:
+    failed = outcome.error is not None or late
+    # The checkpoints a failed body reported once it wrote count writes rolled back here.
+    checkpoint = None if failed and heartbeat.body_wrote(beat) else beat.pending.get("checkpoint")
+    if failed:
         session.rollback()  # a failed attempt's writes do not stand
     db.lock_for_write(session)
     row = session.execute(_LOCK, {"step_id": begun.step.id}).one_or_none()
@@ -261,13 +264,13 @@ def _conclude(session: Session, begun: _Begun, outcome: Outcome, beat: heartbeat
     if late and current:
         assert step is not None and action is not None and begun.deadline_at is not None
         error = _timed_out(step, action, begun.number, begun.deadline_at - begun.started_at)
-        if attempt.close(session, begun.attempt_id, attempt.TIMED_OUT, error, pending.get("checkpoint")):
+        if attempt.close(session, begun.attempt_id, attempt.TIMED_OUT, error, checkpoint):
             counter.count(session, {"stepwise_attempt_timeouts_total": 1})
             _failed(session, step, action, error)
             session.commit()
             return
     if not current or not attempt.close(
-        session, begun.attempt_id, ended, outcome.error, pending.get("checkpoint"), pending.get("progress")
+        session, begun.attempt_id, ended, outcome.error, checkpoint, pending.get("progress")
     ):
         session.rollback()
         _discard(session, begun)
