@@ -129,6 +129,7 @@ def _begin(session: Session, step_id: int) -> _Begun | None:
         # SQLite has no row lock to keep as a lease, and one writer: the start commits here.
         started = attempt.start(session, step.id, action.id, step.attempt, options, enqueued_at)
         _started(session, action, step, started)
+        _RUNNING.add(started.id)  # before its start commits: a redelivery finds it running
         if options.watched:
             step.next_sweep_at = WATCHED
             delay = (started.watched_until or clock.now()) - clock.now()
