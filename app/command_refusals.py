@@ -26,6 +26,12 @@ def refusal(session: Session, action_id: int, result: CommandResult) -> str:
             f"Action {action_id} is compensating: it undoes its completed steps before it ends. "
             "If a compensation failed, retry or skip that compensation. Nothing was changed."
         )
+    if result.reason == "compensated" and result.action_id not in (None, action_id):
+        return (
+            f"Action {action_id} failed because action {result.action_id} below it failed and was "
+            "compensated: its completed steps were undone, so it cannot carry on where it stopped. "
+            "Start it again instead. Nothing was changed."
+        )
     if result.reason == "compensated":
         return (
             f"Action {action_id} was compensated: its completed steps were undone, so it cannot "

@@ -46,7 +46,8 @@ def panel(session: Session, action: Action, steps: Sequence[Any]) -> dict[str, A
     pending: list[tuple[int, str, Failure]] = []  # failed step id, its recovery step, the failure
     names = _names(action)
     for step in sorted(steps, key=lambda s: s.id):
-        name = names[step.definition_index] if step.definition_index < len(names) else None
+        # A compensation's step (index -1) is no step of the definition: no name.
+        name = names[step.definition_index] if 0 <= step.definition_index < len(names) else None
         for entry in pending:
             if entry[1] == name:
                 recovered_from[step.id] = (entry[0], entry[2])

@@ -110,6 +110,8 @@ def concluded(session: Session, action: Action, step: Step) -> str | None:
     compensation; the status the action ends with when none is left (None: it keeps
     compensating, with one running or failed)."""
     if step.definition_index != STEP_INDEX:
+        if step.status == status.STEP_SUCCEEDED:
+            _arm_late(session, action, step)
         if session.scalar(_WAITING, {"action_id": action.id}) is not None:
             return None
         return _done(session, action) if start_next(session, action) else None
@@ -125,6 +127,67 @@ def concluded(session: Session, action: Action, step: Step) -> str | None:
     row.status = status.COMPENSATION_SUCCEEDED
     history.record(session, action, "compensation_succeeded", step_id=step.id, **data)
     return _done(session, action, row.ends_as) if start_next(session, action) else None
+
+
+def _arm_late(session: Session, action: Action, step: Step) -> None:
+    """``step`` succeeded after its action began compensating (it waited on children, or
+    its body returned meanwhile): what it registered runs next, as the last completed step's."""
+    late = session.scalars(_REGISTERED, {"step_id": step.id}).all()
+    if not late:
+        return
+    turns = session.scalars(_TURNS, {"action_id": action.id}).all()
+    ends_as = next((row.ends_as for row in turns if row.ends_as), None)
+    for row in late:
+        row.status, row.ends_as = status.COMPENSATION_QUEUED, ends_as
+    # In turn after those that ran (or run), before those still queued.
+    begun = [row for row in turns if row.status != status.COMPENSATION_QUEUED]
+    queued = [row for row in turns if row.status == status.COMPENSATION_QUEUED]
+    for number, row in enumerate([*begun, *late, *queued], 1):
+        row.sequence = number
+    history.record(
+        session, action, "compensations_added", step_id=step.id, compensations=[row.id for row in late]
+    )
+
+
+_REGISTERED = (
+    select(Compensation)
+    .where(
+        Compensation.step_id == bindparam("step_id"),
+        Compensation.status == status.COMPENSATION_REGISTERED,
+    )
+    .order_by(Compensation.id.desc())
+)
+#: The action's compensations that have their turn, in turn.
+_TURNS = (
+    select(Compensation)
+    .where(Compensation.action_id == bindparam("action_id"), Compensation.sequence.is_not(None))
+    .order_by(Compensation.sequence)
+)
+
+
+def too_late(session: Session, action: Action, step: Step) -> None:
+    """``step`` succeeded after its action had ended (failed, timed out, cancelled): what it
+    registered can no longer run in turn, so it fails, visibly, for an operator to undo by hand."""
+    if step.status != status.STEP_SUCCEEDED or action.status not in UNDONE_ON:
+        return
+    now = clock.now()
+    for row in session.scalars(_REGISTERED, {"step_id": step.id}).all():
+        row.status, row.completed_at, row.ends_as = status.COMPENSATION_FAILED, now, action.status
+        row.error_class = "engine.compensating.too_late"
+        row.error_message = (
+            f"step {step.id} succeeded after action {action.id} had ended {action.status}: "
+            f"{row.name} on {row.actor_type}/{row.actor_id} never ran; undo its work by hand"
+        )
+        history.record(
+            session,
+            action,
+            "compensation_failed",
+            step_id=step.id,
+            compensation_id=row.id,
+            name=row.name,
+            error_class=row.error_class,
+            error_message=row.error_message,
+        )
 
 
 def start_next(session: Session, action: Action) -> bool:

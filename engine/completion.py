@@ -68,11 +68,15 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
     its body decided on), or complete it (an outbound action stays performing until
     something completes it)."""
     lane = performance.lock(session, action.concurrency_key)
+    if action.compensations_count and action.status == status.PERFORMING:
+        session.refresh(action, ["status"])  # a cancel or a timeout may have begun compensating
     if action.status == status.COMPENSATING:  # a compensation (or what it waited for) concluded
         ends_as = compensating.concluded(session, action, step)
         if ends_as is not None:
             forward(session, lane, action, ends_as, note="compensated", only_from=_COMPENSATING)
         return
+    if action.compensations_count:  # ended while this step waited: what it registered never runs
+        compensating.too_late(session, action, step)
     # Under the lane's lock, the action's status is read afresh: a timeout or an outside
     # completion may have completed it while its step body ran. When this step ends the
     # action, the guarded write of its completion is that read (one statement, not two).

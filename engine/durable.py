@@ -14,6 +14,8 @@ of its own: an open attempt found when the lease is free again means its worker 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,6 +44,9 @@ log = logging.getLogger("stepwise")
 #: unperformed steps leaves it to the watch (its heartbeats may go on for hours).
 WATCHED = datetime(9999, 12, 31)
 _GONE = (ActorNotFound, DefinitionChanged, UnknownAction)
+#: The attempts whose bodies run in this process now: on SQLite, which keeps no lease while
+#: a body runs, a redelivered message must not take them for lost.
+_RUNNING: set[int] = set()
 
 
 @dataclass
@@ -96,7 +101,10 @@ def _begin(session: Session, step_id: int) -> _Begun | None:
     options = attempt.options_of(action.definition, step.definition_index) or attempt.Options()
     found = attempt.open_for(session, step.id, step.attempt)
     if found is not None and found.ended_at is None:
-        if not options.watched:  # we hold the lease its worker held: it died
+        # We hold the lease its worker held: it died. SQLite keeps no lease while the body
+        # runs, so there its worker must be gone too.
+        sqlite = session.get_bind().dialect.name == "sqlite"
+        if not options.watched and (not sqlite or _died(found)):
             _lost(session, step, action, found)
         session.commit()  # a watched attempt in flight: the watch sees to it
         return None
@@ -121,6 +129,7 @@ def _begin(session: Session, step_id: int) -> _Begun | None:
         # SQLite has no row lock to keep as a lease, and one writer: the start commits here.
         started = attempt.start(session, step.id, action.id, step.attempt, options, enqueued_at)
         _started(session, action, step, started)
+        _RUNNING.add(started.id)  # before its start commits: a redelivery finds it running
         if options.watched:
             step.next_sweep_at = WATCHED
             delay = (started.watched_until or clock.now()) - clock.now()
@@ -182,6 +191,34 @@ def _run_body(session: Session, begun: _Begun) -> None:
         writes_at_start=db.writes(session),
     )
     stopped: list[Cancelled] = []
+    _RUNNING.add(begun.attempt_id)
+    try:
+        _run_and_conclude(session, begun, context, context.beat, stopped)
+    finally:
+        _RUNNING.discard(begun.attempt_id)
+
+
+def _died(found: attempt.Attempt) -> bool:
+    """Whether the worker that started ``found`` (on SQLite) is gone: not this process
+    running it, nor a live process of this host (another host's is taken for dead)."""
+    host, _, pid = (found.worker or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    if int(pid) == os.getpid():
+        return found.id not in _RUNNING
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _run_and_conclude(
+    session: Session, begun: _Begun, context: StepContext, beat: heartbeat.Beat, stopped: list[Cancelled]
+) -> None:
+    step, action = begun.step, begun.action
 
     def body(*args: Any) -> Any:
         try:
@@ -199,7 +236,7 @@ def _run_body(session: Session, begun: _Begun) -> None:
         outcome = run_body(session, step, action, context, body, actor)
     if stopped:
         outcome.error, outcome.wrote, outcome.after_commit = stopped[0], False, []
-    _conclude(session, begun, outcome, context.beat)
+    _conclude(session, begun, outcome, beat)
 
 
 def _conclude(session: Session, begun: _Begun, outcome: Outcome, beat: heartbeat.Beat) -> None:
@@ -207,7 +244,10 @@ def _conclude(session: Session, begun: _Begun, outcome: Outcome, beat: heartbeat
     otherwise roll the body's writes back and drop it. A body that returns after its
     attempt_timeout timed out, whether or not the watch saw it first."""
     late = begun.deadline_at is not None and clock.now() > begun.deadline_at
-    if outcome.error is not None or late:
+    failed = outcome.error is not None or late
+    # The checkpoints a failed body reported once it wrote count writes rolled back here.
+    checkpoint = None if failed and heartbeat.body_wrote(beat) else beat.pending.get("checkpoint")
+    if failed:
         session.rollback()  # a failed attempt's writes do not stand
     db.lock_for_write(session)
     row = session.execute(_LOCK, {"step_id": begun.step.id}).one_or_none()
@@ -225,13 +265,13 @@ def _conclude(session: Session, begun: _Begun, outcome: Outcome, beat: heartbeat
     if late and current:
         assert step is not None and action is not None and begun.deadline_at is not None
         error = _timed_out(step, action, begun.number, begun.deadline_at - begun.started_at)
-        if attempt.close(session, begun.attempt_id, attempt.TIMED_OUT, error, pending.get("checkpoint")):
+        if attempt.close(session, begun.attempt_id, attempt.TIMED_OUT, error, checkpoint):
             counter.count(session, {"stepwise_attempt_timeouts_total": 1})
             _failed(session, step, action, error)
             session.commit()
             return
     if not current or not attempt.close(
-        session, begun.attempt_id, ended, outcome.error, pending.get("checkpoint"), pending.get("progress")
+        session, begun.attempt_id, ended, outcome.error, checkpoint, pending.get("progress")
     ):
         session.rollback()
         _discard(session, begun)

@@ -60,6 +60,10 @@ def beat(b: Beat, progress: Any = None, checkpoint: Any = None) -> None:
     if b.last_written is not None and now - b.last_written < b.throttle:
         return
     values: dict[str, Any] = {"heartbeat_at": now, **b.pending}
+    in_body = _body_holds_the_write_lock(b)
+    # A checkpoint counts the body's writes too once it wrote: it commits with them (at the
+    # attempt's end), never ahead of them in a transaction of its own.
+    held = values.pop("checkpoint", None) if not in_body and body_wrote(b) else None
     if b.heartbeat_timeout is not None:
         values["lost_at"] = now + b.heartbeat_timeout
 
@@ -72,13 +76,15 @@ def beat(b: Beat, progress: Any = None, checkpoint: Any = None) -> None:
         ).rowcount  # type: ignore[attr-defined]
         return int(written), session.scalar(_STATUS, {"action_id": b.action_id})
 
-    if _body_holds_the_write_lock(b):
+    if in_body:
         # SQLite has one writer: a body that wrote holds it, and nothing else can write
         # (not even the watch), so its heartbeat goes in its own transaction.
         written, action_status = work(b.body_session)
     else:
         written, action_status = db.retrying_fresh(work)
     b.pending.clear()
+    if held is not None:
+        b.pending["checkpoint"] = held
     b.last_written = now
     if not written:
         raise Cancelled(
@@ -111,6 +117,12 @@ def _progress(value: Any) -> Any:
     if not 0 <= value <= 1:
         raise ArgumentError(f"heartbeat progress is a fraction from 0 to 1, not {value!r}")
     return float(value)
+
+
+def body_wrote(b: Beat) -> bool:
+    """Whether the body has changed anything in its session (flushed or not)."""
+    session = b.body_session
+    return db.writes(session) > b.writes_at_start or bool(session.new or session.dirty or session.deleted)
 
 
 def _body_holds_the_write_lock(b: Beat) -> bool:

@@ -46,6 +46,8 @@ def retry(
             result = CommandResult(False, "not_retryable", action_id)
         elif undone(s, action):
             result = CommandResult(False, "compensated", action_id)  # its work was undone
+        elif (below := compensated_below(s, action)) is not None:
+            result = CommandResult(False, "compensated", below)  # it would reopen that one
         else:
             if timeout is not None:
                 action.timeout_seconds = timeout.total_seconds()
@@ -74,13 +76,19 @@ def retry_compensation(
     session: Session, action: Action, *, cause: str, by: str | None, reason: str | None
 ) -> CommandResult:
     """A compensating action's retry retries its failed compensation: the compensating
-    action (as if retried itself), or, when it never became one, the compensation afresh.
+    action (as if retried itself), or, when it never became one (or compensated, its
+    completed steps undone), the compensation afresh.
     Refused (``compensating``) while no compensation failed."""
     row = compensating.failed(session, action)
     if row is None:
         return CommandResult(False, "compensating", action.id)
     child = compensating.action_of(session, row)
-    if child is not None and child.status in status.RETRYABLE:
+    if (
+        child is not None
+        and child.status in status.RETRYABLE
+        and not undone(session, child)  # compensated itself: it runs afresh instead
+        and compensated_below(session, child) is None
+    ):
         reopen_down(session, child, cause=cause, by=by)
         reopen(
             session, child, cause=cause, by=by, reason=reason or f"retrying action {action.id}'s compensation"
@@ -88,6 +96,9 @@ def retry_compensation(
         reopen_up(session, child, cause=cause, by=by)
     else:
         lock(session, action.concurrency_key)  # as a concluding compensation would: one at a time
+        session.refresh(row)
+        if row.status != status.COMPENSATION_FAILED:  # retried or skipped meanwhile
+            return CommandResult(False, "compensating", action.id)
         compensating.restart(session, action, row, cause=cause, by=by)
     return CommandResult(True, "retried", action.id)
 
@@ -108,6 +119,27 @@ def next_run(action: Action, attempt: int) -> int:
         return action.definition.retry.next_run(attempt)
     except (ActorNotFound, UnknownAction):  # removed by a deploy: the attempt fails anyway
         return attempt + 1
+
+
+def compensated_below(session: Session, action: Action) -> int | None:
+    """A failed action that ``reopen_down`` would reopen below ``action`` and that was
+    compensated (its completed steps undone, so it must not carry on), if any."""
+    step = current_step(session, action)
+    if step is None or step.status != status.STEP_FAILED:
+        return None
+    children = session.scalars(
+        select(Action)
+        .join(Invocation, Invocation.action_id == Action.id)
+        .where(Invocation.parent_step_id == step.id, Invocation.succeeded.is_(False))
+        .order_by(Action.id)
+    ).all()
+    for child in children:
+        if child.status in status.RETRYABLE:
+            if undone(session, child):
+                return child.id
+            if (below := compensated_below(session, child)) is not None:
+                return below
+    return None
 
 
 def reopen_down(session: Session, action: Action, *, cause: str, by: str | None) -> None:

@@ -77,6 +77,9 @@ def skip_compensation(
     if child is not None:
         return CommandResult(False, "not_a_leaf", child.id)
     lane = performance.lock(session, action.concurrency_key)
+    session.refresh(row)
+    if row.status != status.COMPENSATION_FAILED:  # retried or skipped meanwhile
+        return CommandResult(False, "not_failed", action.id)
     ends_as = compensating.skip(session, action, row, cause=cause, by=by, note=note)
     if ends_as is not None:
         forward(
