@@ -1,6 +1,7 @@
 """The action page's history names the step an event is about once: "step ship", never
 "step step ship", for every kind of event that names a step; a step that runs a
-compensation (index -1) is "compensation N: undoes step X".
+compensation (index -1) is "compensation N: undoes step X", there and in the steps table
+(not "step 0", nor "visit 2" for the second compensation).
 
 Not a spec case: the studio is ours (issue 12, §4: a history whose entries link the steps).
 """
@@ -63,3 +64,18 @@ def test_each_event_names_its_step_once_and_compensations_say_what_they_undo(
         ("step_concluded", "compensation 2: undoes step fulfil"),
     } <= set(named)
     assert all(label.startswith(("step ", "compensation ")) for _, label in named)
+
+
+def test_the_steps_table_names_a_compensation_by_what_it_undoes_not_step_zero(
+    app: Flask, operator_client: StudioClient
+) -> None:
+    order_id = failed_order(app, 5)
+
+    page = operator_client.get(f"/actions/{order_id}").text
+
+    assert (
+        '<span class="step-name">undo release_stock</span> '
+        '<span class="muted small">compensation 1: undoes step reserve</span>'
+    ) in page
+    assert 'undo refund_payment</span> <span class="muted small">step 0</span>' not in page
+    assert not re.search(r'undo refund_payment</span>.{0,120}visit 2', page, re.S)
