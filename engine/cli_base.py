@@ -28,7 +28,7 @@ from sqlalchemy import create_engine
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
 
-from . import __version__, db
+from . import __version__, db, sqlite_leftovers
 from .errors import EngineError
 
 Run = Callable[[argparse.Namespace], int]
@@ -255,6 +255,17 @@ def database(given: Any, must_exist: bool = False, **engine_options: Any) -> Ite
     if must_exist and is_file and not Path(path).exists():
         # Connecting would create an empty file and report "no migration applied".
         raise CommandFailed(f"there is no database at {path}: run `stepwise db upgrade` to create it")
+    if is_file:
+        try:
+            removed = sqlite_leftovers.clear(Path(path))
+        except sqlite_leftovers.LeftoversInUse as error:
+            raise CommandFailed(str(error)) from error
+        if removed:
+            print(
+                f"stepwise: note: there was no database at {path}: removed what its deleted file left "
+                f"behind ({', '.join(f.name for f in removed)})",
+                file=sys.stderr,
+            )
     try:
         with sa_engine.connect():
             pass

@@ -99,10 +99,11 @@ def jump() -> Response:
 
 @bp.get("/actions/<int:action_id>/live")
 def live(action_id: int) -> Response:
-    """The live fragment alone: it polls this while the tree runs. The commands come along
-    (out of band) when the action's status differs from the one they were rendered for."""
+    """The live fragment alone: it polls this while the tree runs. The commands in it are
+    new when the action's status differs from the one they were rendered for, else the
+    page keeps its own."""
     context = page(action_id, request.args)
-    context["commands_stale"] = context["commands_oob"] = request.args.get("commands_for") not in (
+    context["commands_stale"] = request.args.get("commands_for") not in (
         None,
         context["action"].status,
     )

@@ -191,11 +191,6 @@ def waiting_fragment() -> Response:
     return render("overview/_waiting.html", **waiting_context(), scan=q.SCAN)
 
 
-@bp.get("/overview/stuck")
-def stuck_fragment() -> Response:
-    return render("overview/_stuck.html", **stuck_context(), scan=q.SCAN)
-
-
 def counts() -> dict[str, Any]:
     """Live counts (capped, per request) and the completions of the window (its chart's
     figures, shared with the chart's cache)."""
@@ -329,4 +324,5 @@ def stuck_context() -> dict[str, Any]:
         "stuck_sample_full": sample_full,
         "stuck_at": at,
         "stuck_settings": settings,
+        "stuck_scan": q.SCAN,
     }

@@ -122,7 +122,7 @@ def test_history_entries_link_what_they_mention(
         select(engine.models.Step.id).where(engine.models.Step.action_id == trip.leg.id)
     ).one()
     # the leg's own step, by name, to its row in the steps table
-    assert f'<span class="muted">step</span> <a href="#step-{step}">step go</a>' in page
+    assert f'<a href="#step-{step}" data-step="{step}">step go</a>' in page
     # another action's step, to that action's page
     assert f'<a href="/actions/{trip.trip.id}#step-' in page
     # and an invocation, to the action it became

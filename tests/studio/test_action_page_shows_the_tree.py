@@ -342,9 +342,10 @@ def test_the_live_fragment_polls_while_the_tree_runs_and_stops_when_it_is_finish
     # And htmx asking for the page gets the live fragment alone
     fragment = viewer_client.get(f"/actions/{root.id}", headers=HTMX)
     assert fragment.text.lstrip().startswith('<div id="action-live"') and "<html" not in fragment.text
-    # While nothing changed, a poll does not bring the commands along
+    # While nothing changed, a poll keeps the page's commands (a note being typed stays)
     poll = viewer_client.get(f"/actions/{root.id}/live?commands_for=performing", headers=HTMX)
-    assert 'data-running="true"' in poll.text and "action-commands" not in poll.text
+    assert 'data-running="true"' in poll.text
+    assert '<section id="action-commands" class="panel action-commands" hx-preserve="true">' in poll.text
 
     # When the approval is completed from outside and the order finishes
     engine.commands.approve(approval.id, by="webhook")
@@ -354,7 +355,8 @@ def test_the_live_fragment_polls_while_the_tree_runs_and_stops_when_it_is_finish
     # Then the next poll answers without the polling attributes, and with the commands
     last = viewer_client.get(f"/actions/{root.id}/live?commands_for=performing", headers=HTMX)
     assert 'data-running="false"' in last.text and "hx-get" not in last.text and "hx-trigger" not in last.text
-    assert '<section id="action-commands"' in last.text and 'hx-swap-oob="outerHTML"' in last.text
+    assert '<section id="action-commands"' in last.text and "hx-preserve" not in last.text
+    assert 'data-status="succeeded"' in last.text
     # And the page keeps the view's options (expand, history) in its polling URL
     kept = viewer_client.get(f"/actions/{approval.id}?expand=all&history=tree")
     assert "the tree is finished" in kept.text

@@ -6,8 +6,8 @@ each linked to its page and its lane, with why in words:
 - performing for more than 3 times the median duration of its name's last successful runs
   (and at least a minute).
 
-The panel polls while the tab is visible and is reused for 15 s between ticks: a tick in
-between reads nothing from the actions table.
+The list is part of "Needs attention" (no second panel says it again): it polls with it
+while the tab is visible and is reused for 15 s between ticks.
 
 Not a spec case: the studio is ours (issue 4, "Overview": actions that look stuck).
 """
@@ -15,16 +15,15 @@ Not a spec case: the studio is ours (issue 4, "Overview": actions that look stuc
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from flask import Flask
-from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 import engine
-from app.database import db
+from app import queries_overview
 from engine import StepContext, testing
 from tests.domain import Car
 from tests.studio.support import HTMX, StudioClient
@@ -128,11 +127,11 @@ def test_an_action_far_past_the_usual_duration_of_its_name_looks_stuck(
 
     # When it has performed for 50 s (more than 3 x 10 s, but less than the 1-minute floor)
     testing.travel(timedelta(seconds=50))
-    assert stuck_on(viewer_client.get("/overview/stuck", headers=HTMX).text) == []
+    assert stuck_on(viewer_client.get("/overview/attention", headers=HTMX).text) == []
 
     # Then after 2 minutes (12 x its usual time) it looks stuck
     testing.travel(timedelta(seconds=70))
-    fragment = viewer_client.get("/overview/stuck", headers=HTMX)
+    fragment = viewer_client.get("/overview/attention", headers=HTMX)
     assert stuck_on(fragment.text) == [(current.id, "slow")]
     assert "Usually takes 10s (median of its last successful runs): 12\u00d7 that." in fragment.text
 
@@ -165,42 +164,47 @@ def test_nothing_looks_stuck_when_all_is_well(
     assert 'data-stuck="0"' in page.text
 
 
-@pytest.fixture
-def statements(app: Flask) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
-        seen.append(statement)
-
-    with app.app_context():
-        sa_engine = db.engine
-    event.listen(sa_engine, "before_cursor_execute", record)
-    yield seen
-    event.remove(sa_engine, "before_cursor_execute", record)
-
-
-def test_the_panel_polls_and_a_tick_within_fifteen_seconds_reads_nothing_again(
-    app: Flask, viewer_client: StudioClient, session: Session, car: Car, statements: list[str]
+def test_the_list_polls_with_needs_attention_and_is_reused_for_fifteen_seconds(
+    app: Flask, viewer_client: StudioClient, session: Session, car: Car, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app.config["STEPWISE_STUCK_OUTBOUND_MINUTES"] = 0
-    first = viewer_client.get("/overview/stuck", headers=HTMX)
-    assert first.text.lstrip().startswith('<section id="overview-stuck"')
-    assert 'hx-get="/overview/stuck"' in first.text
-    assert "hx-trigger=\"every 10s, stepwise:visible\"" in first.text
+    reads: list[int] = []
+    real = queries_overview.performing_sample
+
+    def performing_sample(*args: Any, **kwargs: Any) -> Any:
+        found = real(*args, **kwargs)
+        reads.append(len(found))
+        return found
+
+    monkeypatch.setattr(queries_overview, "performing_sample", performing_sample)
+    first = viewer_client.get("/overview/attention", headers=HTMX)
+    assert first.text.lstrip().startswith('<section id="overview-attention"')
+    assert 'hx-get="/overview/attention"' in first.text
     assert stuck_on(first.text) == []
+    assert reads == [0]
 
     # When an outbound action starts waiting, the ticks within 15 s reuse the first answer
     engine.define(Car, "paint", order_paint, outbound=True)
     action = engine.now(car, "paint", "red")
     testing.travel(timedelta(seconds=10))
-    statements.clear()
-    assert stuck_on(viewer_client.get("/overview/stuck", headers=HTMX).text) == []
-    assert not [s for s in statements if "stepwise_actions" in s]
+    assert stuck_on(viewer_client.get("/overview/attention", headers=HTMX).text) == []
+    assert reads == [0]
 
     # And after 15 s it is read again
     testing.travel(timedelta(seconds=6))
-    assert stuck_on(viewer_client.get("/overview/stuck", headers=HTMX).text) == [(action.id, "outbound")]
-    assert [s for s in statements if "stepwise_actions" in s]
+    assert stuck_on(viewer_client.get("/overview/attention", headers=HTMX).text) == [(action.id, "outbound")]
+    assert reads == [0, 1]
+
+
+def test_the_stuck_list_is_part_of_needs_attention_only(
+    viewer_client: StudioClient, session: Session, car: Car
+) -> None:
+    """One place says what looks stuck: the overview has no second panel for it."""
+    page = viewer_client.get("/")
+
+    assert page.text.count("Nothing looks stuck.") == 1
+    assert 'id="overview-stuck"' not in page.text
+    assert viewer_client.get("/overview/stuck", headers=HTMX).status_code == 404
 
 
 def test_the_counts_are_read_on_every_tick(viewer_client: StudioClient, session: Session, car: Car) -> None:
