@@ -21,7 +21,7 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from . import achievement, broker, clock, compensating, history, performance, status
+from . import achievement, broker, clock, compensating, concluding, history, performance, status
 from .action import Action, error_data, write_status
 from .config import run_user_code
 from .errors import ActorNotFound, ArgumentError, Failed, InvalidTransition, LoopLimit, UnknownAction
@@ -121,12 +121,13 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
     if steps > action.current_step_index + 1:
         # The move to the next step is the guarded read: it matches only a performing
         # action (one statement instead of a refresh of the status and then an UPDATE).
-        if not _advance(session, action, action.current_step_index + 1):
+        # After a loop back (a decision), the next step may have run before: a new visit.
+        # That UPDATE returns how often (no statement of its own).
+        visits = _advance(session, action, action.current_step_index + 1)
+        if visits is None:
             session.refresh(action, ["status"])
             return
         action.store_arguments()
-        # After a loop back (a decision), the next step may have run before: a new visit.
-        visits = session.scalar(_VISITS, {"action_id": action.id, "index": action.current_step_index}) or 0
         open_step(session, action, visit=visits + 1)
     else:
         session.refresh(action, ["status"])
@@ -134,22 +135,31 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
             history.record(session, action, "awaiting_completion")
 
 
-#: The action moves to its step ``index``, if it is still performing.
+#: The action moves to its step ``index``, if it is still performing; it returns how
+#: often that step ran so far (its highest visit, None when never).
 _ADVANCE = (
     update(Action.__table__)  # type: ignore[arg-type]
     .where(Action.__table__.c.id == bindparam("action_id"), Action.__table__.c.status == status.PERFORMING)
     .values(current_step_index=bindparam("index"), updated_at=bindparam("now"))
+    .returning(
+        select(func.max(Step.visit))
+        .where(Step.action_id == bindparam("action_id"), Step.definition_index == bindparam("index"))
+        .scalar_subquery()
+    )
 )
 
 
-def _advance(session: Session, action: Action, index: int) -> bool:
+def _advance(session: Session, action: Action, index: int) -> int | None:
+    """Move ``action`` to its step ``index``: how often that step ran before, or None when
+    the action is no longer performing (then nothing changed)."""
     now = clock.now()
     parameters = {"action_id": action.id, "index": index, "now": now}
-    if session.connection().execute(_ADVANCE, parameters).rowcount != 1:
-        return False
+    row = session.connection().execute(_ADVANCE, parameters).first()
+    if row is None:
+        return None
     set_committed_value(action, "current_step_index", index)
     set_committed_value(action, "updated_at", now)
-    return True
+    return int(row[0] or 0)
 
 
 def _decided(
@@ -421,6 +431,11 @@ def conclude(session: Session, step_id: int, succeeded: bool, count: int = 1) ->
 def conclude_waiters(session: Session, action: Action) -> None:
     """Tell every step waiting on ``action`` that it concluded, each exactly once."""
     succeeded = action.succeeded_including_callbacks
+    if session.connection().dialect.name == "postgresql":  # one statement (engine/concluding.py)
+        for step in concluding.conclude_waiters(session, action.id, succeeded, clock.now()):
+            if step.pending_actions_count == 0 and step.completed_at is None:
+                complete_step(session, step)
+        return
     invocations = Invocation.__table__.c
     rows = (
         session.connection()
