@@ -19,9 +19,8 @@ from typing import Any
 
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.attributes import set_committed_value
 
-from . import achievement, broker, clock, compensating, concluding, history, performance, status
+from . import achievement, advancing, broker, clock, compensating, concluding, history, performance, status
 from .action import Action, error_data, write_status
 from .config import run_user_code
 from .errors import ActorNotFound, ArgumentError, Failed, InvalidTransition, LoopLimit, UnknownAction
@@ -123,7 +122,7 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
         # action (one statement instead of a refresh of the status and then an UPDATE).
         # After a loop back (a decision), the next step may have run before: a new visit.
         # That UPDATE returns how often (no statement of its own).
-        visits = _advance(session, action, action.current_step_index + 1)
+        visits = advancing.advance(session, action, action.current_step_index + 1)
         if visits is None:
             session.refresh(action, ["status"])
             return
@@ -133,33 +132,6 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
         session.refresh(action, ["status"])
         if action.status == status.PERFORMING:
             history.record(session, action, "awaiting_completion")
-
-
-#: The action moves to its step ``index``, if it is still performing; it returns how
-#: often that step ran so far (its highest visit, None when never).
-_ADVANCE = (
-    update(Action.__table__)  # type: ignore[arg-type]
-    .where(Action.__table__.c.id == bindparam("action_id"), Action.__table__.c.status == status.PERFORMING)
-    .values(current_step_index=bindparam("index"), updated_at=bindparam("now"))
-    .returning(
-        select(func.max(Step.visit))
-        .where(Step.action_id == bindparam("action_id"), Step.definition_index == bindparam("index"))
-        .scalar_subquery()
-    )
-)
-
-
-def _advance(session: Session, action: Action, index: int) -> int | None:
-    """Move ``action`` to its step ``index``: how often that step ran before, or None when
-    the action is no longer performing (then nothing changed)."""
-    now = clock.now()
-    parameters = {"action_id": action.id, "index": index, "now": now}
-    row = session.connection().execute(_ADVANCE, parameters).first()
-    if row is None:
-        return None
-    set_committed_value(action, "current_step_index", index)
-    set_committed_value(action, "updated_at", now)
-    return int(row[0] or 0)
 
 
 def _decided(
