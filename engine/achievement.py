@@ -6,11 +6,12 @@ sharing a checksum_key never make a completion fail (invariant 6).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import Any
 
-from sqlalchemy import BigInteger, String, bindparam, delete, select
+from sqlalchemy import BigInteger, Executable, String, Update, bindparam, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -52,6 +53,20 @@ def exists(session: Session, checksum_key: str, value: str | None) -> bool:
         select(Achievement.id).where(Achievement.checksum_key == checksum_key, Achievement.checksum == value)
     )
     return found is not None
+
+
+@functools.cache  # one per guarded UPDATE, itself built once (action._status_update)
+def erasing(guarded: Update) -> Executable:
+    """PostgreSQL: ``guarded`` (the UPDATE that starts one action) and, when it matched,
+    the erasure of the achievement under the ``erase_key`` parameter, in one statement
+    (data-modifying CTEs). One row per action updated."""
+    started = guarded.returning(guarded.table.c.id).cte("started")
+    erased = (
+        delete(Achievement.__table__)  # type: ignore[arg-type]
+        .where(Achievement.checksum_key == bindparam("erase_key"), select(started.c.id).exists())
+        .cte("erased")
+    )
+    return select(started.c.id).add_cte(erased)
 
 
 def erase(session: Session, checksum_key: str) -> None:

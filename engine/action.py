@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import functools
 import traceback
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Executable,
     Index,
     String,
     Text,
@@ -258,21 +260,34 @@ def _forget_loaded(action: Action | None, attributes: Any) -> None:
 
 
 def write_status(
-    session: Session, action: Action, to: str, only_from: frozenset[str] | None = None, **values: Any
+    session: Session,
+    action: Action,
+    to: str,
+    only_from: frozenset[str] | None = None,
+    joined: Callable[[Update], Executable] | None = None,
+    joined_parameters: dict[str, Any] | None = None,
+    **values: Any,
 ) -> bool:
     """Move ``action`` to ``to`` if the diagram allows it from its current stored status
     (and that status is in ``only_from``, when given).
 
     One guarded UPDATE: it matches nothing when another transaction completed the action
-    first, and then this returns False and changes nothing."""
+    first, and then this returns False and changes nothing. ``joined`` wraps that UPDATE
+    in one statement that also does more (a PostgreSQL data-modifying CTE) and returns
+    one row per action updated; ``joined_parameters`` are its own parameters."""
     sources = status.sources_of(to) if only_from is None else status.sources_of(to) & only_from
     if not sources:
         raise InvalidTransition(f"no status may move to {to!r}")
     now = clock.now()
     statement = _status_update(to, tuple(sorted(values)), frozenset(sources))
     parameters = {f"v_{key}": value for key, value in values.items()}
-    result = session.connection().execute(statement, {"action_id": action.id, "now": now, **parameters})
-    if result.rowcount != 1:
+    parameters.update(action_id=action.id, now=now)
+    if joined is not None:
+        parameters.update(joined_parameters or {})
+        matched = len(session.connection().execute(joined(statement), parameters).all())
+    else:
+        matched = session.connection().execute(statement, parameters).rowcount
+    if matched != 1:
         return False
     set_committed_value(action, "status", to)
     set_committed_value(action, "updated_at", now)

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from . import achievement, broker, clock, compensating, history, performance, status
+from . import achievement, advancing, broker, clock, compensating, concluding, history, performance, status
 from .action import Action, error_data, write_status
 from .config import run_user_code
 from .errors import ActorNotFound, ArgumentError, Failed, InvalidTransition, LoopLimit, UnknownAction
@@ -49,11 +49,23 @@ def perform(session: Session, action: Action, cause: str = history.WORKER, **val
     reopened = action.started_at is not None
     now = clock.now()
     deadline = now + timedelta(seconds=action.timeout_seconds) if action.timeout_seconds else None
-    if not write_status(session, action, status.PERFORMING, started_at=now, deadline_at=deadline, **values):
-        raise InvalidTransition(f"action {action.id} is {action.status}, not pending")
     # The achievement records the last known good state of what the key stands for;
-    # starting new work on the key makes that state unknown.
-    achievement.erase(session, action.checksum_key)
+    # starting new work on the key makes that state unknown. On PostgreSQL its erasure
+    # rides in the guarded UPDATE's statement (a CTE), on SQLite it follows it.
+    on_postgres = session.connection().dialect.name == "postgresql"
+    if not write_status(
+        session,
+        action,
+        status.PERFORMING,
+        joined=achievement.erasing if on_postgres else None,
+        joined_parameters={"erase_key": action.checksum_key},
+        started_at=now,
+        deadline_at=deadline,
+        **values,
+    ):
+        raise InvalidTransition(f"action {action.id} is {action.status}, not pending")
+    if not on_postgres:
+        achievement.erase(session, action.checksum_key)
     history.record(session, action, "started", cause=cause)
     if reopened:
         resume_step(session, action)  # an operator's retry: carry on where it stopped
@@ -109,17 +121,21 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
             result=step.result,
         )
         return
-    session.refresh(action, ["status"])
-    if action.status != status.PERFORMING:
-        return
     if steps > action.current_step_index + 1:
-        action.current_step_index += 1
-        action.store_arguments()
+        # The move to the next step is the guarded read: it matches only a performing
+        # action (one statement instead of a refresh of the status and then an UPDATE).
         # After a loop back (a decision), the next step may have run before: a new visit.
-        visits = session.scalar(_VISITS, {"action_id": action.id, "index": action.current_step_index}) or 0
+        # That UPDATE returns how often (no statement of its own).
+        visits = advancing.advance(session, action, action.current_step_index + 1)
+        if visits is None:
+            session.refresh(action, ["status"])
+            return
+        action.store_arguments()
         open_step(session, action, visit=visits + 1)
     else:
-        history.record(session, action, "awaiting_completion")
+        session.refresh(action, ["status"])
+        if action.status == status.PERFORMING:
+            history.record(session, action, "awaiting_completion")
 
 
 def _decided(
@@ -383,16 +399,19 @@ def complete_step(session: Session, step: Step, action: Action | None = None) ->
 
 def conclude(session: Session, step_id: int, succeeded: bool, count: int = 1) -> None:
     """``count`` children (or waits) of the step concluded; complete it when none is left."""
-    if decrement(session, step_id, count, 0 if succeeded else count) == 0:
-        step = session.get(Step, step_id, populate_existing=True)
-        assert step is not None
-        if step.completed_at is None:
-            complete_step(session, step)
+    step = decrement(session, step_id, count, 0 if succeeded else count)
+    if step.pending_actions_count == 0 and step.completed_at is None:
+        complete_step(session, step)
 
 
 def conclude_waiters(session: Session, action: Action) -> None:
     """Tell every step waiting on ``action`` that it concluded, each exactly once."""
     succeeded = action.succeeded_including_callbacks
+    if session.connection().dialect.name == "postgresql":  # one statement (engine/concluding.py)
+        for step in concluding.conclude_waiters(session, action.id, succeeded, clock.now()):
+            if step.pending_actions_count == 0 and step.completed_at is None:
+                complete_step(session, step)
+        return
     invocations = Invocation.__table__.c
     rows = (
         session.connection()

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     UniqueConstraint,
     bindparam,
+    select,
     text,
     update,
 )
@@ -127,8 +128,10 @@ _CONCLUDE = (
         unsuccessful_actions_count=_steps.unsuccessful_actions_count + bindparam("failed"),
         updated_at=bindparam("now"),
     )
-    .returning(_steps.pending_actions_count)
+    .returning(*_steps)
 )
+#: The same, loading the step it updated (its whole row, fresh) into the session.
+_CONCLUDED = select(Step).from_statement(_CONCLUDE).execution_options(populate_existing=True, autoflush=False)
 
 
 def open_step(session: Session, action: Action, visit: int = 1) -> Step:
@@ -152,17 +155,16 @@ def open_step(session: Session, action: Action, visit: int = 1) -> Step:
     return step
 
 
-def decrement(session: Session, step_id: int, count: int, failed: int) -> int:
-    """``count`` children of the step concluded (``failed`` of them unsuccessfully): how
-    many it still waits on. Raises ``NoPendingActions`` rather than go below zero."""
-    row = (
-        session.connection()
-        .execute(_CONCLUDE, {"step_id": step_id, "count": count, "failed": failed, "now": clock.now()})
-        .first()
-    )
-    if row is None:
+def decrement(session: Session, step_id: int, count: int, failed: int) -> Step:
+    """``count`` children of the step concluded (``failed`` of them unsuccessfully): the
+    step as that UPDATE left it (its RETURNING, no second read), whose
+    ``pending_actions_count`` says how many it still waits on. Raises ``NoPendingActions``
+    rather than go below zero."""
+    parameters = {"step_id": step_id, "count": count, "failed": failed, "now": clock.now()}
+    step: Step | None = session.scalars(_CONCLUDED, parameters).one_or_none()
+    if step is None:
         raise NoPendingActions(f"step {step_id} waits on fewer than {count} children")
-    return int(row[0])
+    return step
 
 
 def job_sent(step_id: int) -> None:

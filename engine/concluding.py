@@ -1,0 +1,77 @@
+"""Concluding waiters on PostgreSQL in one statement: the invocations that waited on an
+action are marked concluded and their steps' counters decremented together
+(data-modifying CTEs), and the steps come back as that UPDATE left them.
+
+``completion.conclude_waiters`` uses it on PostgreSQL; SQLite (no DML in a CTE) runs the
+same two writes one after the other. The guard is the same as ``step.decrement``'s: a
+step whose counter would go below zero is not decremented, and ``NoPendingActions`` says
+so (the whole transaction is then rolled back, the invocations' UPDATE with it).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Executable, bindparam, func, select, update
+from sqlalchemy.orm import Session
+
+from .errors import NoPendingActions
+from .invocation import Invocation
+from .step import Step
+
+
+def _statement() -> Executable:
+    invocations = Invocation.__table__.c
+    steps = Step.__table__.c
+    waiters = (
+        update(Invocation.__table__)  # type: ignore[arg-type]
+        .where(
+            invocations.action_id == bindparam("b_action_id"),
+            invocations.concluded_at.is_(None),
+            invocations.parent_step_id.is_not(None),
+        )
+        .values(concluded_at=bindparam("b_now"), succeeded=bindparam("b_succeeded"))
+        .returning(invocations.parent_step_id)
+        .cte("waiters")
+    )
+    counts = (
+        select(waiters.c.parent_step_id.label("waiting_step_id"), func.count().label("waiting_count"))
+        .group_by(waiters.c.parent_step_id)
+        .cte("counts")
+    )
+    decremented = (
+        update(Step.__table__)  # type: ignore[arg-type]
+        .where(steps.id == counts.c.waiting_step_id, steps.pending_actions_count >= counts.c.waiting_count)
+        .values(
+            pending_actions_count=steps.pending_actions_count - counts.c.waiting_count,
+            unsuccessful_actions_count=steps.unsuccessful_actions_count
+            + counts.c.waiting_count * bindparam("b_failing"),
+            updated_at=bindparam("b_now"),
+        )
+        .returning(*steps)
+        .cte("decremented")
+    )
+    rows = (
+        select(*decremented.c, counts.c.waiting_step_id, counts.c.waiting_count)
+        .select_from(counts.outerjoin(decremented, decremented.c.id == counts.c.waiting_step_id))
+        .order_by(counts.c.waiting_step_id)
+    )
+    return (
+        select(Step, counts.c.waiting_step_id, counts.c.waiting_count)
+        .from_statement(rows)
+        .execution_options(populate_existing=True, autoflush=False)
+    )
+
+
+_CONCLUDE_WAITERS = _statement()
+
+
+def conclude_waiters(session: Session, action_id: int, succeeded: bool, now: object) -> list[Step]:
+    """Mark the invocations waiting on ``action_id`` concluded and decrement their steps:
+    those steps, by id, as the decrement left them."""
+    parameters = {"b_action_id": action_id, "b_now": now, "b_succeeded": succeeded}
+    parameters["b_failing"] = 0 if succeeded else 1
+    concluded: list[Step] = []
+    for step, step_id, count in session.execute(_CONCLUDE_WAITERS, parameters).all():
+        if step is None:
+            raise NoPendingActions(f"step {step_id} waits on fewer than {count} children")
+        concluded.append(step)
+    return concluded
