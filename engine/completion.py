@@ -22,12 +22,12 @@ from sqlalchemy.orm import Session
 
 from . import achievement, advancing, broker, clock, compensating, concluding, history, performance, status
 from .action import Action, error_data, write_status
-from .config import run_user_code
+from .callbacks import run_callbacks
 from .errors import ActorNotFound, ArgumentError, Failed, InvalidTransition, LoopLimit, UnknownAction
 from .invocation import Invocation
 from .performance import Performance, set_current
 from .recovery import recovering
-from .step import Step, decrement, open_step
+from .step import Step, close_unperformed, decrement, open_step
 
 
 @dataclass
@@ -185,24 +185,6 @@ _PERFORMING = frozenset({status.PERFORMING})
 _COMPENSATING = frozenset({status.COMPENSATING})
 
 
-def run_callbacks(session: Session, action: Action, completed_status: str) -> None:
-    try:
-        callbacks = action.definition.callbacks_for(completed_status)
-        actor = action.actor if callbacks else None
-    except (ActorNotFound, UnknownAction) as gone:
-        # Removed by a deploy (or its actor deleted): what is gone cannot be called back.
-        history.record(session, action, "callbacks_skipped", status=completed_status, **error_data(gone))
-        return
-    for callback in callbacks:
-        error = run_user_code(callback, actor, action, *action.arguments)
-        if error is None:
-            action.after_callbacks_succeeded_count = (action.after_callbacks_succeeded_count or 0) + 1
-        else:
-            action.after_callbacks_failed_count = (action.after_callbacks_failed_count or 0) + 1
-            action.record_error(error)
-            history.record(session, action, "callback_failed", status=completed_status, **error_data(error))
-
-
 def finalize(
     session: Session,
     action: Action,
@@ -239,37 +221,11 @@ def finalize(
         data.update(error_data(error))
     history.record(session, action, "completed", cause=cause, by=by, **data)
     if unperformed_steps:
-        close_unperformed_steps(session, action)
+        close_unperformed(session, action.id)
     if action.succeeded_including_callbacks and action.checksum:
         achievement.grant(session, action.checksum_key, action.checksum, action.id)
     conclude_waiters(session, action)
     return True
-
-
-def close_unperformed_steps(session: Session, action: Action) -> None:
-    """A step whose body has not run when its action completes never will: close it, so no
-    step is left open (steps already waiting on children close when those conclude).
-
-    A step whose body is running holds its lease (its row lock) and is skipped, not waited
-    for: this runs under the lane's lock, and the body's outcome, recorded later under the
-    same lock, closes its step itself. Waiting here would hold the lane for the body's
-    whole run, and deadlock when the body waits for this completion (a webhook)."""
-    session.execute(_CLOSE_UNPERFORMED, {"b_action_id": action.id, "b_now": clock.now()})
-
-
-_unperformed = (
-    select(Step.id)
-    .where(
-        Step.action_id == bindparam("b_action_id"), Step.performed_at.is_(None), Step.completed_at.is_(None)
-    )
-    .with_for_update(skip_locked=True)
-)
-_CLOSE_UNPERFORMED = (
-    update(Step)
-    .where(Step.id.in_(_unperformed.scalar_subquery()))
-    .values(status=status.STEP_CANCELLED, completed_at=bindparam("b_now"), updated_at=bindparam("b_now"))
-    .execution_options(synchronize_session=False)
-)
 
 
 def complete_action(
@@ -314,7 +270,7 @@ def forward(
     compensates first (engine/compensating.py), keeping its lane until it ends."""
     if completing.compensations_count and to in compensating.UNDONE_ON and not compensating.holds(completing):
         if unperformed_steps:
-            close_unperformed_steps(session, completing)
+            close_unperformed(session, completing.id)
         if compensating.begin(
             session, completing, to, cause=cause, by=by, note=note, error=error, only_from=only_from
         ):

@@ -167,6 +167,32 @@ def decrement(session: Session, step_id: int, count: int, failed: int) -> Step:
     return step
 
 
+def close_unperformed(session: Session, action_id: int) -> None:
+    """A step whose body has not run when its action completes never will: close it, so no
+    step is left open (steps already waiting on children close when those conclude).
+
+    A step whose body is running holds its lease (its row lock) and is skipped, not waited
+    for: this runs under the lane's lock, and the body's outcome, recorded later under the
+    same lock, closes its step itself. Waiting here would hold the lane for the body's
+    whole run, and deadlock when the body waits for this completion (a webhook)."""
+    session.execute(_CLOSE_UNPERFORMED, {"b_action_id": action_id, "b_now": clock.now()})
+
+
+_unperformed = (
+    select(Step.id)
+    .where(
+        Step.action_id == bindparam("b_action_id"), Step.performed_at.is_(None), Step.completed_at.is_(None)
+    )
+    .with_for_update(skip_locked=True)
+)
+_CLOSE_UNPERFORMED = (
+    update(Step)
+    .where(Step.id.in_(_unperformed.scalar_subquery()))
+    .values(status=status.STEP_CANCELLED, completed_at=bindparam("b_now"), updated_at=bindparam("b_now"))
+    .execution_options(synchronize_session=False)
+)
+
+
 def job_sent(step_id: int) -> None:
     """Record, in a transaction of its own, that the broker took the job this step sent
     (called after the step's transaction committed, once the send succeeded)."""
