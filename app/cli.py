@@ -221,7 +221,7 @@ def serve(
     if runtime is not None:
         runtime.start()
     if demo:
-        from .demo import Demo
+        from .demo_runner import Demo
 
         seeding = Demo()
         seeding.start()
