@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from .. import arguments, audit, clock, db, history, registry
 from ..errors import ActorNotFound, ArgumentError
-from . import firing
+from .firing import trigger as fire_now
 from .rule import Rule, ScheduleError
 from .tables import MISSED_POLICIES, OPERATOR, OVERLAP_POLICIES, SKIP, Schedule, Tick
 
@@ -216,7 +216,7 @@ def trigger(name: str, *, by: str | None = None, reason: str | None = None) -> T
     its overlap policy and even when paused."""
 
     def change(session: Session, schedule: Schedule) -> tuple[str, Tick, dict[str, Any]]:
-        tick = firing.trigger(session, schedule, by=by)
+        tick = fire_now(session, schedule, by=by)
         if tick is None:
             raise ScheduleError("name", f"{name!r} was triggered at this very instant already")
         return "triggered", tick, {"invocation_id": tick.invocation_id}
