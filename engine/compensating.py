@@ -118,14 +118,19 @@ def concluded(session: Session, action: Action, step: Step) -> str | None:
     row = session.scalars(_OF_STEP, {"step_id": step.id}).one_or_none()
     if row is None:
         return None
-    row.completed_at = clock.now()
-    data: dict[str, Any] = {"compensation_id": row.id, "name": row.name, "undoes_step_id": row.step_id}
     if step.status != status.STEP_SUCCEEDED:
-        row.status = status.COMPENSATION_FAILED
-        history.record(session, action, "compensation_failed", step_id=step.id, **data)
+        _failed(session, action, row, step_id=step.id, undoes_step_id=row.step_id)
         return None
-    row.status = status.COMPENSATION_SUCCEEDED
-    history.record(session, action, "compensation_succeeded", step_id=step.id, **data)
+    row.status, row.completed_at = status.COMPENSATION_SUCCEEDED, clock.now()
+    history.record(
+        session,
+        action,
+        "compensation_succeeded",
+        step_id=step.id,
+        compensation_id=row.id,
+        name=row.name,
+        undoes_step_id=row.step_id,
+    )
     return _done(session, action, row.ends_as) if start_next(session, action) else None
 
 
@@ -170,21 +175,18 @@ def too_late(session: Session, action: Action, step: Step) -> None:
     registered can no longer run in turn, so it fails, visibly, for an operator to undo by hand."""
     if step.status != status.STEP_SUCCEEDED or action.status not in UNDONE_ON:
         return
-    now = clock.now()
     for row in session.scalars(_REGISTERED, {"step_id": step.id}).all():
-        row.status, row.completed_at, row.ends_as = status.COMPENSATION_FAILED, now, action.status
+        row.ends_as = action.status
         row.error_class = "engine.compensating.too_late"
         row.error_message = (
             f"step {step.id} succeeded after action {action.id} had ended {action.status}: "
             f"{row.name} on {row.actor_type}/{row.actor_id} never ran; undo its work by hand"
         )
-        history.record(
+        _failed(
             session,
             action,
-            "compensation_failed",
+            row,
             step_id=step.id,
-            compensation_id=row.id,
-            name=row.name,
             error_class=row.error_class,
             error_message=row.error_message,
         )
@@ -213,11 +215,8 @@ def _start(session: Session, action: Action, row: Compensation) -> None:
         invocation = request(actor, row.name, arguments.load(session, stored))
     except (ActorNotFound, UnknownAction, ArgumentError) as error:
         # Nothing can run it: it failed, for an operator to see (and skip, or fix and retry).
-        row.status, row.completed_at = status.COMPENSATION_FAILED, now
         row.error_class, row.error_message = error_class(error), str(error)[:2000]
-        history.record(
-            session, action, "compensation_failed", compensation_id=row.id, name=row.name, **error_data(error)
-        )
+        _failed(session, action, row, **error_data(error))
         return
     # Each run of a compensation is a visit of the action's compensation steps (a retried
     # one that never became an action runs on a new step).
@@ -250,6 +249,13 @@ def _start(session: Session, action: Action, row: Compensation) -> None:
         name=row.name,
         undoes_step_id=row.step_id,
     )
+
+
+def _failed(session: Session, action: Action, row: Compensation, **data: Any) -> None:
+    """``row`` failed (its action failed, it could not start, or it can no longer run in
+    turn): the action keeps compensating, shown as needing an operator."""
+    row.status, row.completed_at = status.COMPENSATION_FAILED, clock.now()
+    history.record(session, action, "compensation_failed", compensation_id=row.id, name=row.name, **data)
 
 
 def _done(session: Session, action: Action, ends_as: str | None = None) -> str:
