@@ -11,10 +11,13 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import registry
 from engine.errors import ActorNotFound
+
+if TYPE_CHECKING:
+    from .tree_model import Tree
 
 #: Longest source text shown for a key or checksum callable.
 SOURCE_SHOWN = 120
@@ -312,3 +315,20 @@ def callable_name(fn: Any) -> str:
         return "—"
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
     return str(name).replace(".<locals>", "")
+
+
+def names_in(tree: Tree) -> dict[int, str]:
+    """Each step of the tree (id) with its name as declared, for the definitions this
+    process knows (one lookup per distinct action name, not per step)."""
+    shapes: dict[tuple[str, str], Declared | None] = {}
+    names: dict[int, str] = {}
+    for step in tree.steps.values():
+        node = tree.nodes[step.action_id]
+        key = (node.actor_type, node.name)
+        if key not in shapes:
+            shapes[key] = declared(*key)
+        shape = shapes[key]
+        name = shape.step(step.definition_index) if shape is not None else None
+        if name is not None:
+            names[step.id] = name
+    return names

@@ -139,7 +139,7 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         leaf_traceback = session.scalar(select(Action.error_traceback).where(Action.id == path.leaf.id))
     params: dict[str, Any] = {k: v for k in LIVE_PARAMS if (v := args.get(k))}
     now = clock.now()
-    names = {**step_names(tree), **tree.compensation_names()}
+    names = {**step_source.names_in(tree), **tree.compensation_names()}
     errors, runs = queries_timeline.errors_and_runs(session, action.id, node.steps)
     shape = step_source.declared(action.actor_type, action.name)
     arguments = list(action.arguments_json or [])
@@ -213,23 +213,6 @@ def page(action_id: int, args: MultiDict[str, str] | dict[str, str]) -> dict[str
         "commands_oob": False,
         "live_oob": False,
     }
-
-
-def step_names(tree: tree_model.Tree) -> dict[int, str]:
-    """Each step of the tree (id) with its name as declared, for the definitions this
-    process knows (one lookup per distinct action name, not per step)."""
-    shapes: dict[tuple[str, str], step_source.Declared | None] = {}
-    names: dict[int, str] = {}
-    for step in tree.steps.values():
-        node = tree.nodes[step.action_id]
-        key = (node.actor_type, node.name)
-        if key not in shapes:
-            shapes[key] = step_source.declared(*key)
-        shape = shapes[key]
-        name = shape.step(step.definition_index) if shape is not None else None
-        if name is not None:
-            names[step.id] = name
-    return names
 
 
 def skippable(tree: tree_model.Tree, node: tree_model.Node) -> bool:
