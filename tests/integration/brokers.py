@@ -66,6 +66,9 @@ class BrokerServer(abc.ABC):
     #: persistent messages (and requeues those delivered but not acknowledged); Redis, run
     #: without persistence here, loses them all.
     keeps_messages: ClassVar[bool]
+    #: The longest an idle consumer may take to see a new message: Redis is polled (Dramatiq
+    #: backs off up to its worker timeout, 1 s); RabbitMQ pushes.
+    poll_seconds: ClassVar[float]
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -109,6 +112,7 @@ class RedisServer(BrokerServer):
     variable = "REDIS_URL"
     start_variable = "STEPWISE_TEST_REDIS_START"
     keeps_messages = False
+    poll_seconds = 1.0
 
     def __init__(self, url: str, owner: str) -> None:
         super().__init__(url)
@@ -227,6 +231,7 @@ class RabbitmqServer(BrokerServer):
     variable = "RABBITMQ_URL"
     start_variable = "STEPWISE_TEST_RABBITMQ_START"
     keeps_messages = True
+    poll_seconds = 0.0
 
     def __init__(self, url: str, vhost: str) -> None:
         super().__init__(amqp_url(url, vhost))

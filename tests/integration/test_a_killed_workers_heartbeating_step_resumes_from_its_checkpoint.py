@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select
 
 import engine
-from engine import status, sweeper
+from engine import clock, status, sweeper
 from engine.models import Action, Attempt
 from tests.integration.brokers import BrokerServer
 from tests.integration.harness import WorkerGroup, fresh_database, wait_for, wait_until_ready, worker_env
@@ -73,19 +73,21 @@ def test_a_killed_workers_heartbeating_step_resumes_on_another_worker_from_its_c
         assert first.process is not None
         os.killpg(first.process.pid, signals.SIGKILL)
         first.process.wait(timeout=10)
-        killed_at = time.monotonic()
+        killed_at = clock.now()
         [running] = attempts()
         assert running.ended_at is None
         checkpoint = running.checkpoint or 0
 
         # Then (sweeping as a clock process does) the next attempt starts within the
         # heartbeat timeout plus a sweep, from the checkpoint, and the report completes
+        # (Timed by the resumed attempt's recorded start, not by this loop, whose polling
+        # would add up to a sweep's interval to the figure.)
         resumed_after = None
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             found = attempts()
             if resumed_after is None and len(found) > 1:
-                resumed_after = time.monotonic() - killed_at
+                resumed_after = (found[1].started_at - killed_at).total_seconds()
             with engine.new_session() as session:
                 done = session.scalars(select(Action.status)).one() == status.SUCCEEDED
             if done:
@@ -95,10 +97,15 @@ def test_a_killed_workers_heartbeating_step_resumes_on_another_worker_from_its_c
             time.sleep(SWEEP_SECONDS)
         assert done, f"not done: {attempts()}\n{second.tail(40)}"
         assert resumed_after is not None
-        # The heartbeat timeout, a sweep, the retry's interval, and slack for the broker and
-        # the worker to pick the next attempt up.
+        # The heartbeat timeout, a sweep, the retry's interval, two messages to see (the
+        # sweeper's check, then the retry) at the broker's polling interval, and slack for the
+        # worker to take the next attempt up.
         budget = (
-            HEARTBEAT_TIMEOUT.total_seconds() + SWEEP_SECONDS + RETRY.initial_interval.total_seconds() + 2.0
+            HEARTBEAT_TIMEOUT.total_seconds()
+            + SWEEP_SECONDS
+            + RETRY.initial_interval.total_seconds()
+            + 2 * broker_server.poll_seconds
+            + 1.5
         )
         print(f"\nresumed {resumed_after:.1f} s after the kill (budget {budget:.1f} s)")
         assert resumed_after <= budget, f"resumed {resumed_after:.1f} s after the kill"
