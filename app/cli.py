@@ -221,7 +221,7 @@ def serve(
     if runtime is not None:
         runtime.start()
     if demo:
-        from .demo_runner import Demo
+        from .demo.runner import Demo
 
         seeding = Demo()
         seeding.start()

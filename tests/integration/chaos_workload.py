@@ -58,7 +58,7 @@ intervals = IntervalRecorder(ChaosInterval, PAUSE_SECONDS)
 
 
 class Order(Actor, ChaosBase):
-    # The demo (app/demo.py) has an Order too: actor types are class names unless a class
+    # The demo (app/demo/__init__.py) has an Order too: actor types are class names unless a class
     # names its own, and two classes under one type are refused (engine.ActorTypeTaken).
     __actor_type__ = "ChaosOrder"
     __tablename__ = "chaos_orders"

@@ -32,7 +32,7 @@ class ReportsBase(DeclarativeBase):
 
 
 class Report(Actor, ReportsBase):
-    # The demo (app/demo.py) has a Report too: two classes under one actor type are refused.
+    # The demo (app/demo/__init__.py) has a Report too: two classes under one actor type are refused.
     __actor_type__ = "HeartbeatReport"
     __tablename__ = "workload_reports"
 

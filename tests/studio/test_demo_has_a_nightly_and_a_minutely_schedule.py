@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from app import demo_schedules
+from app.demo import schedules as demo_schedules
 from engine import schedules, testing
 from tests.schedule_helpers import actions_started, run_clock, schedule_row
 from tests.studio.support import StudioClient

@@ -29,7 +29,7 @@ from typing import TypeVar
 import pytest
 
 T = TypeVar("T")
-#: The roots the demo's schedules start (app/demo_schedules.py), beside the workflows it seeds.
+#: The roots the demo's schedules start (app/demo/schedules.py), beside the workflows it seeds.
 SCHEDULED = {"sync_stock", "nightly_digest"}
 
 

@@ -13,16 +13,18 @@
   multiple of 5), and then the order compensates, releasing the stock, then refunding
   the payment; the bank refuses one of those refunds in four (an id that is a multiple of
   20), left for an operator to retry or skip ("compensation failed").
-- Schedules (app/demo_schedules.py): a minutely stock sync and a nightly digest.
+- Schedules (app/demo/schedules.py): a minutely stock sync and a nightly digest.
 - A ``Report`` whose data fetch sometimes fails (retry it from the studio), whose
   generation processes its chunks heartbeating a checkpoint (a lost worker's report
   resumes where it stopped; watch the heartbeat and progress on its page), and whose PDF
   rendering fails now and then but has a retry policy; a checksum per period makes
   achievements, so a report already published for its period is skipped.
 
-``stepwise serve --demo`` imports this module and runs a ``Demo`` thread (app/demo_runner.py)
+``stepwise serve --demo`` imports this module and runs a ``Demo`` thread (app/demo/runner.py)
 that starts new workflows every few seconds, bounded by how many are in flight. Separate
-workers import it through ``STEPWISE_IMPORTS=app.demo``.
+workers import it through ``STEPWISE_IMPORTS=app.demo``. The workflows are this package's
+``__init__`` so that ``app.demo`` stays the module to import and the name of its error
+classes as the history records them (``app.demo.LaunchFailed``).
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 import engine
 from engine import RetryPolicy, action, clock
 
-from . import demo_schedules  # noqa: F401 - declares the demo's nightly and minutely schedules
-from .database import db
+from ..database import db
+from . import schedules  # noqa: F401 - declares the demo's nightly and minutely schedules
 
 log = logging.getLogger("stepwise.demo")
 

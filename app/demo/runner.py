@@ -1,5 +1,5 @@
 """The demo's seeding thread: ``stepwise serve --demo`` runs a ``Demo`` that starts new
-deployments, orders and reports (app/demo.py) every few seconds, bounded by how many are in
+deployments, orders and reports (``app.demo``) every few seconds, bounded by how many are in
 flight, and plays the DNS provider's webhook.
 """
 
@@ -18,7 +18,7 @@ import engine
 from engine import clock, history, status
 from engine.models import Action
 
-from .demo import APPS, CUSTOMERS, PERIODS, REPORTS, Deployment, Order, Report
+from . import APPS, CUSTOMERS, PERIODS, REPORTS, Deployment, Order, Report
 
 log = logging.getLogger("stepwise.demo")
 
