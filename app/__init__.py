@@ -1,5 +1,8 @@
-"""The operator studio (Flask + htmx). It reads the engine's tables through ``app.queries``
-and changes state only through the engine's public API (``engine.commands``).
+"""The operator studio (Flask + htmx), one package per area (``app/overview/``,
+``app/action/``…, registered by ``app.areas``) beside the helpers they share. It reads the
+engine's tables through each area's read model (``app.<area>.queries``, on the shared
+helpers of ``app.queries``) and changes state only through the engine's public API
+(``engine.commands``).
 
 ``create_app`` is the one place that reads the studio's environment: defaults first, then
 the environment, then the caller's mapping (tests, ``stepwise serve``).
@@ -73,7 +76,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         template_folder=str(ROOT / "templates"),
         static_folder=str(ROOT / "static"),
     )
-    from . import security
+    from .security import hardening as security
 
     app.config.from_mapping({**DEFAULTS, **security.DEFAULTS})
     app.config.from_mapping({k: os.environ[k] for k in ENVIRONMENT if os.environ.get(k)})
@@ -94,8 +97,9 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     install_broker(app)
     import_modules(app.config["STEPWISE_IMPORTS"])
 
-    from . import auth, csrf, views
-    from .pages import register_all
+    from . import views
+    from .areas import register_all
+    from .security import auth, csrf
 
     security.init_app(app)
     auth.init_app(app)

@@ -25,8 +25,9 @@ from sqlalchemy import inspect
 import engine
 from engine.cli_base import DATABASE_URL, CommandFailed, cli, database, group
 
-from . import create_app, users
+from . import create_app
 from .database import db
+from .security import users
 
 users_group = group("users", "the studio's users: who may sign in, as a viewer, an operator or an admin")
 

@@ -1,4 +1,5 @@
-"""The read model: every query the studio's pages make of the engine's tables. It only reads.
+"""What the areas' read models share (each area's own is ``app.<area>.queries``): capped
+counts, the counts several pages show, and keyset pages. It only reads.
 
 Counts are capped: each one scans at most ``CAP + 1`` entries of an index, so a page costs
 the same with a thousand actions or a hundred million, and a polled fragment never counts a

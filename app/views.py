@@ -2,7 +2,7 @@
 pages; and the template filters every page shares.
 
 A fragment is a real template that the page includes, so the page and the htmx swap are
-rendered by the same code. Views stay thin: read through ``app.queries``, change through
+rendered by the same code. Views stay thin: read through their area's read model, change through
 ``engine.commands``, answer with ``render`` or ``command_response``.
 """
 

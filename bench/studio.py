@@ -109,8 +109,9 @@ def seeded_ids(database_url: str) -> dict[str, int]:
 
 def studio(database_url: str) -> tuple[Any, Any]:
     """The studio on the seeded database and a test client signed in as an operator."""
-    from app import create_app, users
+    from app import create_app
     from app.database import db
+    from app.security import users
 
     app = create_app(
         {

@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_attempts
+from app.action import queries_attempts
 from engine import StepContext, testing
 from engine.compensation import STEP_INDEX
 from engine.models import Action, Step

@@ -16,8 +16,9 @@ from sqlalchemy import delete
 from sqlalchemy.engine import Engine
 
 import engine
-from app import create_app, users
+from app import create_app
 from app.database import db
+from app.security import users
 from tests.studio.support import PASSWORD, StudioClient
 
 MakeUser = Callable[..., users.User]

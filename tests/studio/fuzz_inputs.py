@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from werkzeug.routing import Rule
 
 import engine
-from app import users
+from app.security import users
 from tests.domain import Car
 from tests.studio.conftest import MakeUser
 from tests.studio.support import HTMX, StudioClient
@@ -199,7 +199,7 @@ def names_for(app: Flask, rule: Rule) -> list[str]:
     """The parameter names a route's module mentions (quoted), among PARAMS, plus the filter's."""
     import inspect as source
 
-    from app import action_filters
+    from app.actions import filters as action_filters
 
     view = source.unwrap(app.view_functions[rule.endpoint])
     module = source.getmodule(view)

@@ -11,7 +11,7 @@ from typing import Any
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from app import csrf
+from app.security import csrf
 
 #: The headers htmx sends with a request for part of a page.
 HTMX = {"HX-Request": "true"}

@@ -8,7 +8,7 @@ from typing import Any
 
 from werkzeug.test import TestResponse
 
-from app.pages.webhooks import sign
+from app.webhooks.views import sign
 from engine import clock
 from tests.studio.conftest import TEST_CONFIG
 from tests.studio.support import StudioClient

@@ -20,7 +20,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 import engine
-from app import csrf, queries_achievements
+from app.achievements import queries as queries_achievements
+from app.security import csrf
 from engine import StepContext, testing
 from engine.models import Achievement, Action, AuditEntry, Invocation
 from tests.domain import Car

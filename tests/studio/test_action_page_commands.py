@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 import engine
-from app import csrf
+from app.security import csrf
 from engine import testing
 from engine.models import Action, ActionEvent, AuditEntry
 from tests.domain import Car

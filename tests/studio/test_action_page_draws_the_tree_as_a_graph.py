@@ -15,7 +15,7 @@ import time
 
 from sqlalchemy.orm import Session
 
-from app import queries_tree, tree_graph
+from app.action import queries_tree, tree_graph
 from tests.domain import Car
 from tests.studio.action_page_scenarios import failing_trip, generated_tree
 from tests.studio.support import HTMX, StudioClient

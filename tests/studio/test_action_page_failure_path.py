@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
-from app.tree_model import Node, StepNode, Tree
+from app.action.tree_model import Node, StepNode, Tree
 from engine import testing
 from engine.models import Action
 from tests.domain import Car

@@ -16,7 +16,7 @@ from flask import Flask
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from app import queries_tree
+from app.action import queries_tree
 from app.database import db
 from tests.studio.action_page_scenarios import counting_queries, generated_tree
 from tests.studio.support import HTMX, StudioClient

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_timeline, queries_tree
+from app.action import queries_timeline, queries_tree
 from engine import testing
 from engine.models import Action, Step
 from engine.retry import RetryPolicy

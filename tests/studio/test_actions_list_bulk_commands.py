@@ -19,7 +19,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 import engine
-from app import csrf, queries
+from app import queries
+from app.security import csrf
 from engine import bulk_work, commands, testing
 from engine.audit import AuditEntry
 from engine.models import Action

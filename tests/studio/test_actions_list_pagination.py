@@ -20,7 +20,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_actions
+from app.actions import queries as queries_actions
 from app.database import db
 from engine import commands
 from tests.domain import Car

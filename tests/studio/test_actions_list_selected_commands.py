@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
-from app import action_filters
+from app.actions import filters as action_filters
 from engine import bulk_work, testing
 from engine.audit import AuditEntry
 from engine.models import Action

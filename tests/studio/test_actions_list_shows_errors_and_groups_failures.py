@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from werkzeug.datastructures import MultiDict
 
 import engine
-from app import action_filters
+from app.actions import filters as action_filters
 from engine import commands, testing
 from tests.domain import Car
 from tests.studio.action_page_scenarios import failing_trip

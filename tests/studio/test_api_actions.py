@@ -16,8 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_api
-from app.pages import api
+from app.api import queries as queries_api
+from app.api import views as api
 from engine import StepContext, testing
 from engine.models import Action
 from tests.domain import Car

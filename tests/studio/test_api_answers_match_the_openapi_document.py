@@ -17,7 +17,7 @@ from openapi_schema_validator import OAS31Validator
 from sqlalchemy.orm import Session
 from werkzeug.test import TestResponse
 
-from app.pages.webhooks import MAX_BODY
+from app.webhooks.views import MAX_BODY
 from engine.models import Action
 from tests.domain import Car
 from tests.studio.support import StudioClient

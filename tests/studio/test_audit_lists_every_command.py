@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_audit
+from app.audit import queries as queries_audit
 from engine import audit, commands, history, testing
 from engine.commands import ActionFilter
 from tests.domain import Car

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import engine
-from app.step_source import step_calls
+from app.action.step_source import step_calls
 from tests.domain import Car
 from tests.studio.support import StudioClient
 

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 import engine
-from app import catalog
+from app.catalog import definitions as catalog
 from engine import RetryPolicy, StepContext, testing
 from engine.models import Action, AuditEntry, Invocation
 from tests.domain import Car

@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session
 from werkzeug.routing import Rule
 
 import engine
-from app import csrf, users
-from app.auth import requires
+from app.security import csrf, users
+from app.security.auth import requires
 from app.views import command_response
 from engine.models import Action, AuditEntry
 from tests.domain import Car

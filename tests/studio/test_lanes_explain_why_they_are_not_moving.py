@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_lanes
+from app.lanes import queries as queries_lanes
 from engine import RetryPolicy, StepContext, testing
 from engine.admission import admit_recording_errors
 from engine.models import Action, Invocation

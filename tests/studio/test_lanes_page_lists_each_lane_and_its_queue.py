@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_lanes
+from app.lanes import queries as queries_lanes
 from engine import testing
 from tests.domain import Car
 from tests.studio.support import HTMX, StudioClient

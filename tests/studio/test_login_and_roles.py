@@ -20,9 +20,10 @@ from sqlalchemy.orm import Session
 from werkzeug.wrappers import Response
 
 import engine
-from app import create_app, users
-from app.auth import current_user, requires
+from app import create_app
 from app.database import db
+from app.security import users
+from app.security.auth import current_user, requires
 from app.views import command_response
 from engine import cli
 from engine.errors import ConfigurationError

@@ -14,7 +14,7 @@ from datetime import timedelta
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_overview
+from app.overview import queries as queries_overview
 from engine import testing
 from tests.domain import Car
 from tests.studio.support import HTMX, StudioClient

@@ -23,7 +23,7 @@ from flask import Flask
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_overview
+from app.overview import queries as queries_overview
 from engine import StepContext, testing
 from tests.domain import Car
 from tests.studio.support import HTMX, StudioClient

@@ -10,8 +10,8 @@ from __future__ import annotations
 from flask import Flask
 from sqlalchemy import select
 
-from app import users
 from app.database import db
+from app.security import users
 from engine.models import AuditEntry
 from tests.studio.conftest import MakeUser
 from tests.studio.support import PASSWORD, StudioClient

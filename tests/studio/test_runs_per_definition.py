@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_overview
+from app.overview import queries as queries_overview
 from engine import clock, testing
 from tests.domain import Car
 from tests.studio.support import HTMX, StudioClient

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from app import security, users
+from app.security import hardening as security
+from app.security import users
 from tests.studio.conftest import MakeUser
 from tests.studio.support import PASSWORD, StudioClient
 from tests.studio.support_webhooks import deliver

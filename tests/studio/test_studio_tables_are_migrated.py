@@ -28,8 +28,8 @@ STUDIO_TABLES = ("studio_users", "studio_webhook_deliveries")
 
 
 def studio_metadata() -> MetaData:
-    import app.users
-    import app.webhook_deliveries  # noqa: F401 - registers the table
+    import app.security.users
+    import app.webhooks.deliveries  # noqa: F401 - registers the table
 
     metadata = MetaData()
     for name in STUDIO_TABLES:

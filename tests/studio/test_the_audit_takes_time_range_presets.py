@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.orm import Session
 
-from app import queries_audit
+from app.audit import queries as queries_audit
 from engine import audit, testing
 from tests.studio.support import StudioClient
 

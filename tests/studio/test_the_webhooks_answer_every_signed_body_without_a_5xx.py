@@ -29,7 +29,7 @@ def work(session: Session, car: Car) -> None:
 
 
 def signed_delivery(client: StudioClient, raw: bytes, url: str = "/webhooks/complete") -> Any:
-    from app.pages.webhooks import sign
+    from app.webhooks.views import sign
 
     stamp = str(unix_now())
     headers = {

@@ -18,7 +18,8 @@ import pytest
 from sqlalchemy.orm import Session
 
 import engine
-from app import queries_actions, time_ranges
+from app import time_ranges
+from app.actions import queries as queries_actions
 from engine import testing
 from engine.models import Action
 from tests.domain import Car

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 import engine
 from app.database import db
-from app.webhook_deliveries import WebhookDelivery
+from app.webhooks.deliveries import WebhookDelivery
 from engine import StepContext, clock, commands, testing
 from engine.models import Action, ActionEvent, AuditEntry
 from tests.domain import Car
@@ -261,7 +261,7 @@ def test_a_delivery_refused_before_the_engine_can_be_sent_again_with_the_same_id
 def test_a_delivery_of_an_id_being_handled_now_is_asked_to_retry_later(
     app: Flask, client: StudioClient, session: Session, painting: Action
 ) -> None:
-    from app.webhook_deliveries import fingerprint
+    from app.webhooks.deliveries import fingerprint
 
     body = {"id": "busy", "action_id": painting.id, "status": "succeeded"}
     # Given another process has just claimed this completion id and not answered yet
@@ -291,7 +291,7 @@ def test_a_delivery_of_an_id_being_handled_now_is_asked_to_retry_later(
 def test_a_delivery_taking_over_from_a_crashed_one_completes_the_action_that_one_chose(
     app: Flask, client: StudioClient, session: Session, car: Car
 ) -> None:
-    from app.webhook_deliveries import fingerprint
+    from app.webhooks.deliveries import fingerprint
 
     # Given two paint jobs in one lane, and a delivery addressed by lane that chose the first,
     # completed it, and died before answering (its claim is left, aimed at the first)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from app.pages.webhooks import MAX_BODY
+from app.webhooks.views import MAX_BODY
 from engine.models import Action
 from tests.studio.support import StudioClient
 from tests.studio.support_webhooks import deliver

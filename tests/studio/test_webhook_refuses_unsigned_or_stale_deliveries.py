@@ -17,7 +17,7 @@ import pytest
 from flask import Flask
 from sqlalchemy.orm import Session
 
-from app.pages.webhooks import sign
+from app.webhooks.views import sign
 from engine.models import Action
 from tests.studio.support import StudioClient
 from tests.studio.support_webhooks import SECRET, URL, deliver, unix_now

@@ -17,7 +17,7 @@ from werkzeug.test import TestResponse
 
 import engine
 from app.database import db
-from app.webhook_deliveries import WebhookDelivery
+from app.webhooks.deliveries import WebhookDelivery
 from engine.models import Action, AuditEntry
 from tests.domain import Car
 

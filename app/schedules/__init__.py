@@ -1,0 +1,1 @@
+"""The schedules: their page and commands (``views``) and their read model (``queries``)."""
