@@ -1,9 +1,9 @@
 """How views answer: the whole page, or only its fragment for htmx; commands' answers; error
-pages; and the template filters every page shares.
+pages; the template filters every page shares and the links to actions several areas share.
 
 A fragment is a real template that the page includes, so the page and the htmx swap are
-rendered by the same code. Views stay thin: read through their area's read model, change through
-``engine.commands``, answer with ``render`` or ``command_response``.
+rendered by the same code. Views stay thin: read through their area's read model, change
+through ``engine.commands``, answer with ``render`` or ``command_response``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from flask import Flask, abort, flash, make_response, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import HTTPException
+from werkzeug.routing import BuildError
 from werkzeug.wrappers import Response
 
 from engine import clock, status
@@ -52,6 +53,19 @@ def render(template: str, fragment: str | None = None, *, status: int = 200, **c
     # Caches must keep the page and the fragment of one URL apart.
     response.vary.add("HX-Request")
     return response
+
+
+def action_url(action_id: int) -> str:
+    """The action page of ``action_id``."""
+    try:
+        return url_for("action.show", action_id=action_id)
+    except BuildError:  # the action page's area is not registered (a trimmed app)
+        return f"{url_for('actions.index')}{action_id}"
+
+
+def links() -> dict[str, Any]:
+    """Template helpers shared by the lanes, achievements, catalog and audit pages."""
+    return {"action_url": action_url}
 
 
 def command_response(

@@ -12,10 +12,9 @@ from engine import commands, history
 
 from .. import queries
 from ..database import db
-from ..lanes.views import links
 from ..security import users
 from ..security.auth import current_user, requires
-from ..views import command_response, int_arg, render, wants_fragment
+from ..views import command_response, int_arg, links, render, wants_fragment
 from . import queries as queries_achievements
 
 bp = Blueprint("achievements", __name__, url_prefix="/achievements")

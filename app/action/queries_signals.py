@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from engine import status
-from engine.models import Action
+from engine.models import Action, Signal
 from engine.signal import SIGNAL_WAIT
 
-from ..api import queries as queries_api
 from .tree_model import StepNode
 
 
@@ -27,8 +27,13 @@ def panel(session: Session, action: Action, steps: list[StepNode]) -> dict[str, 
         if invocation.kind == "wait" and invocation.name == SIGNAL_WAIT and invocation.concluded_at is None
     ]
     return {
-        "inbox": queries_api.inbox_of(session, action.id),
+        "inbox": inbox_of(session, action.id),
         "waits": sorted(waits, key=lambda wait: wait.id),
         "decisions": decisions,
         "signallable": action.status in status.INCOMPLETE,
     }
+
+
+def inbox_of(session: Session, action_id: int) -> list[Signal]:
+    """Every signal sent to the action, oldest first (consumed or still in its inbox)."""
+    return list(session.scalars(select(Signal).where(Signal.action_id == action_id).order_by(Signal.id)))

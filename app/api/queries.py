@@ -1,4 +1,5 @@
-"""The read model of the JSON API and of the completion webhook. It only reads.
+"""The read model of the JSON API (the completion webhook's lookups are ``app.webhooks.queries``).
+It only reads.
 
 Every list is a keyset page (``WHERE id < :before ORDER BY id DESC LIMIT n + 1``) on an
 index of the engine's tables, so the hundredth page costs what the first does; nothing
@@ -16,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from engine import status
 from engine.commands import ActionFilter
-from engine.models import Action, ActionEvent, Compensation, Invocation, Performance, Signal, Step
+from engine.models import Action, ActionEvent, Compensation, Invocation, Performance, Step
 from engine.signal import SIGNAL_WAIT
 from engine.step import step_actions
 
@@ -85,11 +86,6 @@ def children_of(session: Session, step_ids: Sequence[int]) -> dict[int, list[int
         ):
             found[step_id].append(child_id)
     return found
-
-
-def inbox_of(session: Session, action_id: int) -> list[Signal]:
-    """Every signal sent to the action, oldest first (consumed or still in its inbox)."""
-    return list(session.scalars(select(Signal).where(Signal.action_id == action_id).order_by(Signal.id)))
 
 
 def open_waits_of(session: Session, action_id: int) -> list[Invocation]:
@@ -214,29 +210,6 @@ def queued_counts(session: Session, lane_ids: Sequence[int]) -> dict[int, int]:
             if lane_id is not None:
                 found[lane_id] = count
     return found
-
-
-# --- the webhook's lookups ---------------------------------------------------------------
-
-
-def current_outbound(session: Session, actor_type: str, actor_id: str, name: str) -> int | None:
-    """The id of the outbound action current in its lane for this actor and name (the oldest
-    when there are several lanes), as ``engine.complete`` would choose it."""
-    return session.scalar(
-        select(Performance.action_id)
-        .where(Performance.outbound_complete_key == f"{actor_type}/{actor_id}/{name}")
-        .order_by(Performance.action_id)
-        .limit(1)
-    )
-
-
-def latest_action(session: Session, actor_type: str, actor_id: str, name: str) -> Action | None:
-    return session.scalars(
-        select(Action)
-        .where(Action.actor_type == actor_type, Action.actor_id == actor_id, Action.name == name)
-        .order_by(Action.id.desc())
-        .limit(1)
-    ).first()
 
 
 def compensations_of(session: Session, action: Action) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from engine.commands import ActionFilter
 from engine.errors import EngineError
 from engine.models import Action, ActionEvent, Invocation, Performance, Signal, Step
 
-from ..action import queries_attempts
+from ..action import queries_attempts, queries_signals
 from ..database import db
 from . import openapi
 from . import queries as queries_api
@@ -256,7 +256,7 @@ def action(action_id: int) -> Response:
             ),
             "steps": [step_json(s, children[s.id], names) for s in steps],
             "compensations": queries_api.compensations_of(session, found),
-            "inbox": [signal_json(signal) for signal in queries_api.inbox_of(session, found.id)],
+            "inbox": [signal_json(signal) for signal in queries_signals.inbox_of(session, found.id)],
             "waits": [wait_json(wait) for wait in queries_api.open_waits_of(session, found.id)],
             "parents": [
                 {"action_id": p.action_id, "step_id": p.step_id, "step_index": p.step_index}

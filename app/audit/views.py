@@ -11,8 +11,7 @@ from werkzeug.wrappers import Response
 
 from .. import time_ranges
 from ..database import db
-from ..lanes.views import links
-from ..views import int_arg, render
+from ..views import int_arg, links, render
 from . import queries as queries_audit
 
 bp = Blueprint("audit", __name__, url_prefix="/audit")

@@ -19,12 +19,11 @@ from engine.errors import ActorNotFound, ArgumentError, EngineError
 from engine.models import Action
 
 from ..database import db
-from ..lanes.views import links
 from ..overview.chart import WINDOWS
 from ..overview.views import TILE_WINDOWS, definition_stats
 from ..security import users
 from ..security.auth import current_user, requires
-from ..views import command_response, render
+from ..views import command_response, links, render
 from . import definitions as catalog
 
 bp = Blueprint("catalog", __name__, url_prefix="/catalog")

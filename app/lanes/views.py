@@ -10,33 +10,18 @@ key prefix, all in the URL (a bad value is a 400 that names its parameter).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
-from flask import Blueprint, abort, request, url_for
-from werkzeug.routing import BuildError
+from flask import Blueprint, abort, request
 from werkzeug.wrappers import Response
 
 from engine.models import Action
 
 from .. import queries
 from ..database import db
-from ..views import int_arg, render, wants_fragment
+from ..views import int_arg, links, render, wants_fragment
 from . import queries as queries_lanes
 
 bp = Blueprint("lanes", __name__, url_prefix="/lanes")
-
-
-def action_url(action_id: int) -> str:
-    """The action page of ``action_id``."""
-    try:
-        return url_for("action.show", action_id=action_id)
-    except BuildError:  # the action page's area is not registered (a trimmed app)
-        return f"{url_for('actions.index')}{action_id}"
-
-
-def links() -> dict[str, Any]:
-    """Template helpers shared by the lanes, achievements, catalog and audit pages."""
-    return {"action_url": action_url}
 
 
 bp.context_processor(links)

@@ -1,2 +1,2 @@
 """The webhooks: completion and signal deliveries (``views``), their bodies (``body``,
-``signal_body``) and their idempotency (``deliveries``)."""
+``signal_body``), their idempotency (``deliveries``) and what they read (``queries``)."""

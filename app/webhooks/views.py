@@ -41,13 +41,12 @@ from engine import clock, commands, history, status
 from engine.errors import SignalRefused
 from engine.models import Action, Signal
 
-from ..api import queries as queries_api
 from ..database import db
 from ..security import csrf
 from ..security import hardening as security
 from ..security.auth import public
 from . import deliveries as deliveries
-from . import signal_body
+from . import queries, signal_body
 from .body import Completion, CompletionResult, Refusal, parse, refuse, reply, validate
 
 log = logging.getLogger("stepwise.studio.webhooks")
@@ -313,10 +312,10 @@ def target_of(completion: Completion) -> int:
         return action.id
     assert completion.lane is not None
     actor_type, actor_id, name = completion.lane
-    current = queries_api.current_outbound(session, actor_type, actor_id, name)
+    current = queries.current_outbound(session, actor_type, actor_id, name)
     if current is not None:
         return current
-    latest = queries_api.latest_action(session, actor_type, actor_id, name)
+    latest = queries.latest_action(session, actor_type, actor_id, name)
     if latest is None:
         refuse(404, "unknown_action", f"there is no action {name!r} on {actor_type}/{actor_id}")
     refuse_unless_outbound(latest)
