@@ -263,9 +263,9 @@ def edit(schedule_id: int) -> Response:
         )
     except schedules.DeclaredInCode as error:
         abort(409, description=f"{error}. Nothing was changed.")
+    except schedules.NoSuchSchedule as error:  # deleted meanwhile
+        abort(404, description=f"{error}. Nothing was changed.")
     except schedules.ScheduleError as error:
-        if error.field == "name":  # deleted meanwhile
-            abort(404, description=f"{error}. Nothing was changed.")
         refuse(error.field, str(error), nothing)
     if not edited.changed:
         return command_response(f"{name} is so already: nothing was changed.", ok=False, redirect_to=here)

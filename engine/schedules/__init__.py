@@ -12,7 +12,19 @@ from __future__ import annotations
 
 from .declared import Declared, SyncReport, declared, forget_declared, schedule, sync
 from .firing import MISSED_AFTER, TickReport, soonest, tick
-from .manage import UNSET, DeclaredInCode, Edited, create, delete, edit, find, pause, resume, trigger
+from .manage import (
+    UNSET,
+    DeclaredInCode,
+    Edited,
+    NoSuchSchedule,
+    create,
+    delete,
+    edit,
+    find,
+    pause,
+    resume,
+    trigger,
+)
 from .retention import prune
 from .rule import DEFAULT_TIMEZONE, Rule, ScheduleError
 from .tables import (
@@ -47,6 +59,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "edit",
     "Edited",
     "DeclaredInCode",
+    "NoSuchSchedule",
     "UNSET",
     "pause",
     "resume",

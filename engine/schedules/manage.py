@@ -39,10 +39,15 @@ def _existing(session: Session, name: str, *, lock: bool = True) -> Schedule:
         query = query.with_for_update().execution_options(populate_existing=True)
     found = session.scalar(query)
     if found is None:
-        raise ScheduleError(
-            "name", f"there is no schedule named {name[:200]!r} (see `stepwise schedules list`)"
-        )
+        raise NoSuchSchedule(name)
     return found
+
+
+class NoSuchSchedule(ScheduleError):
+    """Raised when a command names a schedule that does not exist (or was deleted meanwhile)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("name", f"there is no schedule named {name[:200]!r} (see `stepwise schedules list`)")
 
 
 def check_policies(missed: str, overlap: str) -> None:
