@@ -90,7 +90,7 @@ BAD_FIELD = (
 )
 OPERATOR_ONLY = "Signed in as a viewer: only an operator may change schedules"
 #: The schedule commands: an operator's session and its CSRF token.
-COMMAND_SECURITY = {"security": [{"session": [], "csrf": []}]}
+COMMAND_SECURITY: dict[str, Any] = {"security": [{"session": [], "csrf": []}]}
 
 
 def command_body(model: type[BaseModel], example: dict[str, Any], required: bool = False) -> dict[str, Any]:

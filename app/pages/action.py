@@ -77,7 +77,7 @@ def show(action_id: int) -> Response:
     # The page's head says which schedule tick started the action (a root: a schedule
     # invokes roots); the live fragment, polled, never shows it.
     root = context["action"].root and not wants_fragment()
-    context["started_by"] = queries_schedules.started_by(db.session, action_id) if root else None
+    context["started_by"] = queries_schedules.started_by(db.session(), action_id) if root else None
     return render("action/show.html", "action/_live.html", **context)
 
 
