@@ -220,3 +220,28 @@ def test_the_cli_edits_a_schedule(car: Car, stepwise: Stepwise, capsys: pytest.C
     assert stepwise("schedules", "edit", "nope", "--every", "60") == 1
     assert "there is no schedule named 'nope'" in capsys.readouterr().err
     assert actions_started() == []
+
+
+@pytest.mark.postgresql_only  # SQLite: the clock takes the write lock before it reads the row
+def test_a_clock_that_saw_the_old_rule_due_does_not_fire_it_after_the_edit(
+    car: Car, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an overdue schedule (run_once: a catch-up run is due), and a clock that has read
+    # the due schedules when an operator's edit commits, before it locks the row
+    from engine.schedules import firing
+
+    testing.freeze(MONDAY)
+    honking(car, missed="run_once")
+    testing.travel(timedelta(minutes=10))
+    fire_due = firing._fire_due
+
+    def edited_first(s: object, schedule_id: int) -> str | None:
+        schedules.edit("honker", cron="0 2 * * *", by="olga")
+        return fire_due(s, schedule_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(firing, "_fire_due", edited_first)
+
+    # When the clock goes on, then it finds nothing due under the row's lock: no back-fire
+    assert run_clock().fired == 0
+    assert ticks() == [] and actions_started() == []
+    assert schedule_row().next_fire_at == MONDAY.replace(day=6, hour=2, minute=0, second=0)
