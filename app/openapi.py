@@ -89,6 +89,7 @@ BAD_FIELD = (
     "`field` names it), or the X-CSRF-Token header is missing or wrong"
 )
 OPERATOR_ONLY = "Signed in as a viewer: only an operator may change schedules"
+TOO_LARGE = "The body is larger than 64 KiB (too_large)"
 #: The schedule commands: an operator's session and its CSRF token.
 COMMAND_SECURITY: dict[str, Any] = {"security": [{"session": [], "csrf": []}]}
 
@@ -106,7 +107,7 @@ def schedule_command(verb: str, operation_id: str, summary: str, description: st
         "schedules",
         {"description": description, "content": json_content(ref(api.ScheduleChanged))},
         query=api.NoQuery,
-        refusals={"400": BAD_FIELD, "403": OPERATOR_ONLY, "404": UNKNOWN_SCHEDULE},
+        refusals={"400": BAD_FIELD, "403": OPERATOR_ONLY, "404": UNKNOWN_SCHEDULE, "413": TOO_LARGE},
         path_parameters=("schedule_id",),
         extra={**COMMAND_SECURITY, **command_body(api.ScheduleCommand, {"reason": "maintenance"})},
     )
@@ -179,7 +180,7 @@ OPERATIONS = [
         refusals={
             "400": BAD_FIELD + "; a taken name is invalid_field name",
             "403": OPERATOR_ONLY,
-            "413": "The body is larger than 64 KiB (too_large)",
+            "413": TOO_LARGE,
         },
         extra={
             **COMMAND_SECURITY,
@@ -226,6 +227,7 @@ OPERATIONS = [
             "400": BAD_FIELD,
             "403": OPERATOR_ONLY,
             "404": UNKNOWN_SCHEDULE,
+            "413": TOO_LARGE,
             "409": "Declared in code with engine.schedule (declared_in_code): change it in the code",
         },
         path_parameters=("schedule_id",),
@@ -247,7 +249,7 @@ OPERATIONS = [
         "schedules",
         {"description": "Deleted", "content": json_content(ref(api.ScheduleDeleted))},
         query=api.NoQuery,
-        refusals={"400": BAD_FIELD, "403": OPERATOR_ONLY, "404": UNKNOWN_SCHEDULE},
+        refusals={"400": BAD_FIELD, "403": OPERATOR_ONLY, "404": UNKNOWN_SCHEDULE, "413": TOO_LARGE},
         path_parameters=("schedule_id",),
         extra={**COMMAND_SECURITY, **command_body(api.ScheduleCommand, {"reason": "retired"})},
     ),
@@ -275,6 +277,7 @@ OPERATIONS = [
             "400": BAD_FIELD,
             "403": OPERATOR_ONLY,
             "404": UNKNOWN_SCHEDULE,
+            "413": TOO_LARGE,
             "409": "Triggered at this very instant already (not_triggered)",
         },
         path_parameters=("schedule_id",),

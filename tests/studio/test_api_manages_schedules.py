@@ -195,6 +195,8 @@ def test_a_body_that_is_not_a_json_object_and_a_taken_name_are_refused(
     listed = api("post", "/api/schedules", ["honker"])
     assert listed.status_code == 400 and listed.json is not None
     assert listed.json["message"] == "the body must be a JSON object, not an array"
+    huge = api("patch", f"/api/schedules/{honker.id}", {"arguments": ["x" * 70_000]})
+    assert huge.status_code == 413 and huge.json is not None and huge.json["error"] == "too_large"
     taken = api("post", "/api/schedules", new_schedule(car, name="honker"))
     assert taken.status_code == 400 and taken.json is not None and taken.json["field"] == "name"
     assert "a schedule named 'honker' exists already" in taken.json["message"]
