@@ -30,6 +30,7 @@ from engine.models import Action
 
 from .. import (
     queries_attempts,
+    queries_schedules,
     queries_signals,
     queries_timeline,
     queries_tree,
@@ -42,7 +43,7 @@ from ..auth import current_user, requires
 from ..command_refusals import refusal
 from ..database import db
 from ..schemas import finite_float, refuse_constant
-from ..views import command_response, is_htmx, render
+from ..views import command_response, is_htmx, render, wants_fragment
 
 bp = Blueprint("action", __name__)
 
@@ -72,7 +73,12 @@ JSON_TYPES: dict[type, str] = {
 @bp.get("/actions/<int:action_id>")
 def show(action_id: int) -> Response:
     """The whole page, or (htmx) its live fragment."""
-    return render("action/show.html", "action/_live.html", **page(action_id, request.args))
+    context = page(action_id, request.args)
+    # The page's head says which schedule tick started the action (a root: a schedule
+    # invokes roots); the live fragment, polled, never shows it.
+    root = context["action"].root and not wants_fragment()
+    context["started_by"] = queries_schedules.started_by(db.session(), action_id) if root else None
+    return render("action/show.html", "action/_live.html", **context)
 
 
 @bp.get("/actions/jump")
