@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision: str = "0012"
+revision: str = "0012_schedule_tick_invocation"
 down_revision: str | Sequence[str] | None = "0011_compensation"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
