@@ -343,11 +343,19 @@
     button.className = "btn menu-toggle";
     button.setAttribute("aria-expanded", "false");
     button.setAttribute("aria-controls", folded.map(function (part) { return part.id; }).join(" "));
+    // Its name is "Menu"; the icon and the page's name beside it are for the eye only (the
+    // page's link says aria-current already).
+    var icon = document.createElement("span");
+    icon.className = "menu-icon";
+    icon.setAttribute("aria-hidden", "true");
+    icon.textContent = "☰";
+    button.appendChild(icon);
+    button.appendChild(document.createTextNode("Menu"));
     var current = nav.querySelector('[aria-current="page"]');
-    button.textContent = "Menu";
     if (current) {
       var where = document.createElement("span");
       where.className = "menu-current";
+      where.setAttribute("aria-hidden", "true");
       where.textContent = current.textContent.trim();
       button.appendChild(where);
     }
