@@ -88,6 +88,8 @@ Text = Annotated[str, _checked(text_problem)]
 Name = Annotated[str, _checked(_name_problem)]
 #: Any JSON object that nests at most ``MAX_DEPTH`` levels, without NULs in its strings.
 JsonObject = Annotated[dict[str, Any], _checked(json_problem)]
+#: Any JSON array, likewise.
+JsonArray = Annotated[list[Any], _checked(json_problem)]
 
 
 # --- pydantic's errors, in words -----------------------------------------------------------------

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, SessionTransaction, mapped_column, sessionmaker
 
-from . import clock
+from . import clock, pg_connection
 from .errors import SessionConflict
 
 DEFAULT_URL = "sqlite:///stepwise.db"
@@ -68,6 +68,9 @@ def configure(target: str | Engine | None = None, **engine_options: Any) -> Engi
         engine = create_engine(url, **engine_options)
         if engine.dialect.name == "postgresql" and not engine_options.get("pool_pre_ping"):
             ping_when_idle(engine)
+    if engine.dialect.driver == "psycopg" and not event.contains(engine, "do_connect", pg_connection.connect):
+        # Connections opened from now on keep their prepared statements (engine/pg_connection.py).
+        event.listen(engine, "do_connect", pg_connection.connect)
     if engine.dialect.name == "sqlite":
         prepare_sqlite(engine)
     count_writes(engine)

@@ -11,31 +11,14 @@ from sqlalchemy.orm import Session
 import engine
 from engine import StepContext, commands, testing
 from engine.models import Action
+from tests.compensation_scenarios import order_that_fails_to_ship_once
 from tests.domain import Car
 
 
 def test_a_compensated_action_and_its_ancestor_chain_stay_failed(session: Session, car: Car) -> None:
     # Given an order that paid, then failed to ship, and was compensated (refunded)
     journal: list[str] = []
-    tries = {"ship": 0}
-
-    def ship(car: Car) -> None:
-        tries["ship"] += 1
-        if tries["ship"] == 1:
-            raise RuntimeError("the carrier is down")
-        journal.append("shipped")
-
-    engine.define(Car, "refund", lambda car: journal.append("refund"))
-    engine.define(Car, "ship", ship)
-    order = engine.define(Car, "order")
-
-    @order.step
-    def pay(car: Car, step: StepContext) -> None:
-        step.compensate("refund")
-
-    @order.step
-    def deliver(car: Car, step: StepContext) -> None:
-        step.do("ship")
+    order = order_that_fails_to_ship_once(journal)
 
     @order.step
     def thank(car: Car, step: StepContext) -> None:
@@ -45,7 +28,7 @@ def test_a_compensated_action_and_its_ancestor_chain_stay_failed(session: Sessio
         action = engine.now(car, "order")
         testing.drain()
     session.refresh(action)
-    assert (action.status, journal) == ("failed", ["refund"])
+    assert (action.status, journal) == ("failed", ["paid", "refund"])
 
     # When an operator retries the order
     refused = commands.retry(action.id)
@@ -62,4 +45,4 @@ def test_a_compensated_action_and_its_ancestor_chain_stay_failed(session: Sessio
     session.expire_all()
     assert session.get(Action, ship_id).status == "succeeded"  # type: ignore[union-attr]
     assert session.get(Action, action.id).status == "failed"  # type: ignore[union-attr]
-    assert journal == ["refund", "shipped"]
+    assert journal == ["paid", "refund", "shipped"]

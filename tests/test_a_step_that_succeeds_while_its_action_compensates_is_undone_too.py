@@ -11,25 +11,14 @@ from sqlalchemy.orm import Session
 import engine
 from engine import StepContext, testing
 from engine.models import Action, Compensation
+from tests.compensation_scenarios import booking_that_charges_a_card
 from tests.domain import Car
 
 
 def test_a_step_that_succeeds_while_its_action_compensates_is_undone_too(session: Session, car: Car) -> None:
     # Given a booking that holds a seat, then charges a card (refunded if undone) past its timeout
     journal: list[str] = []
-    engine.define(Car, "release_seat", lambda car: None, outbound=True)
-    engine.define(Car, "charge_card", lambda car: None, outbound=True)
-    engine.define(Car, "refund", lambda car: journal.append("refunded"))
-    booking = engine.define(Car, "booking", timeout=timedelta(seconds=5))
-
-    @booking.step
-    def hold(car: Car, step: StepContext) -> None:
-        step.compensate("release_seat")
-
-    @booking.step
-    def pay(car: Car, step: StepContext) -> None:
-        step.do("charge_card")
-        step.compensate("refund")
+    booking_that_charges_a_card(journal, seat_released_by_hand=True)
 
     testing.freeze()
     action = engine.now(car, "booking")
@@ -84,19 +73,7 @@ def test_a_step_that_succeeds_after_its_action_compensated_says_its_undo_needs_a
 ) -> None:
     # Given a booking that timed out while its charge was pending, and compensated
     journal: list[str] = []
-    engine.define(Car, "release_seat", lambda car: journal.append("released"))
-    engine.define(Car, "charge_card", lambda car: None, outbound=True)
-    engine.define(Car, "refund", lambda car: journal.append("refunded"))
-    booking = engine.define(Car, "booking", timeout=timedelta(seconds=5))
-
-    @booking.step
-    def hold(car: Car, step: StepContext) -> None:
-        step.compensate("release_seat")
-
-    @booking.step
-    def pay(car: Car, step: StepContext) -> None:
-        step.do("charge_card")
-        step.compensate("refund")
+    booking_that_charges_a_card(journal, seat_released_by_hand=False)
 
     testing.freeze()
     action = engine.now(car, "booking")

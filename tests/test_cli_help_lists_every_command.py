@@ -34,7 +34,7 @@ COMMANDS = {
 GROUPS = {
     "db": {"upgrade", "current", "stamp"},
     "users": {"create", "list", "delete", "password", "role"},
-    "schedules": {"list", "create", "pause", "resume", "trigger", "delete"},
+    "schedules": {"list", "create", "edit", "pause", "resume", "trigger", "delete"},
 }
 
 

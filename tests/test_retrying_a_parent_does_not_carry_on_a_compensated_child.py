@@ -10,33 +10,14 @@ from sqlalchemy.orm import Session
 import engine
 from engine import StepContext, commands, testing
 from engine.models import Action
+from tests.compensation_scenarios import order_that_fails_to_ship_once
 from tests.domain import Car
 
 
 def test_retrying_a_parent_does_not_carry_on_a_compensated_child(session: Session, car: Car) -> None:
     # Given a trip whose order paid, failed to ship and was compensated (refunded)
     journal: list[str] = []
-    tries = {"ship": 0}
-
-    def ship(car: Car) -> None:
-        tries["ship"] += 1
-        if tries["ship"] == 1:
-            raise RuntimeError("the carrier is down")
-        journal.append("shipped")
-
-    engine.define(Car, "refund", lambda car: journal.append("refund"))
-    engine.define(Car, "ship", ship)
-    order = engine.define(Car, "order")
-
-    @order.step
-    def pay(car: Car, step: StepContext) -> None:
-        journal.append("paid")
-        step.compensate("refund")
-
-    @order.step
-    def deliver(car: Car, step: StepContext) -> None:
-        step.do("ship")
-
+    order_that_fails_to_ship_once(journal)
     trip = engine.define(Car, "trip")
 
     @trip.step

@@ -29,10 +29,11 @@ from engine.commands.skip import SKIPPABLE
 from engine.models import Action
 
 from ..database import db
+from ..schedules import queries as queries_schedules
 from ..schemas import finite_float, refuse_constant
 from ..security import users
 from ..security.auth import current_user, requires
-from ..views import command_response, is_htmx, render
+from ..views import command_response, is_htmx, render, wants_fragment
 from . import (
     queries_attempts,
     queries_signals,
@@ -72,7 +73,12 @@ JSON_TYPES: dict[type, str] = {
 @bp.get("/actions/<int:action_id>")
 def show(action_id: int) -> Response:
     """The whole page, or (htmx) its live fragment."""
-    return render("action/show.html", "action/_live.html", **page(action_id, request.args))
+    context = page(action_id, request.args)
+    # The page's head says which schedule tick started the action (a root: a schedule
+    # invokes roots); the live fragment, polled, never shows it.
+    root = context["action"].root and not wants_fragment()
+    context["started_by"] = queries_schedules.started_by(db.session(), action_id) if root else None
+    return render("action/show.html", "action/_live.html", **context)
 
 
 @bp.get("/actions/jump")

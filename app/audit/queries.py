@@ -33,6 +33,7 @@ COMMANDS = (
     "user_disable",
     "user_enable",
     "schedule_create",
+    "schedule_edit",
     "schedule_pause",
     "schedule_resume",
     "schedule_trigger",

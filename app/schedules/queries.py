@@ -1,5 +1,6 @@
 """Read model of the Schedules page: each schedule with its next ticks (in UTC and in its
-own time zone) and its last runs, each with the action it started and that action's status.
+own time zone) and its last runs, each with the action it started and that action's status;
+and, for an action's page, the schedule tick that started it (``started_by``).
 
 Two queries whatever the number of schedules: the schedules (at most ``LIMIT``), then their
 last runs (for each schedule the newest few entries of ix_stepwise_schedule_ticks_schedule,
@@ -102,3 +103,34 @@ def last_runs(session: Session, schedule_ids: list[int], per_schedule: int) -> l
         .order_by(Tick.schedule_id, Tick.id.desc())
     )
     return [Run(tick, action_id, state) for tick, action_id, state in session.execute(query)]
+
+
+@dataclass(frozen=True)
+class StartedBy:
+    """The schedule tick that started an action: the action page's provenance line."""
+
+    schedule_id: int
+    schedule: str
+    timezone: str
+    due_at: datetime
+    manual: bool
+    by: str | None
+
+    @property
+    def local(self) -> str:
+        return local(self.due_at, self.timezone)
+
+
+def started_by(session: Session, action_id: int) -> StartedBy | None:
+    """The newest tick whose invocation became ``action_id``, if a schedule started it: one
+    query, by ix_stepwise_invocations_action then ix_stepwise_schedule_ticks_invocation."""
+    found = session.execute(
+        select(Schedule.id, Schedule.name, Schedule.timezone, Tick.due_at, Tick.manual, Tick.by)
+        .select_from(Invocation)
+        .join(Tick, Tick.invocation_id == Invocation.id)
+        .join(Schedule, Schedule.id == Tick.schedule_id)
+        .where(Invocation.action_id == action_id)
+        .order_by(Tick.id.desc())
+        .limit(1)
+    ).first()
+    return StartedBy(*found) if found is not None else None

@@ -1,7 +1,8 @@
 """Schedules: each schedule with its rule in words, its time zone, its next ticks and its
 last runs (links to the actions they started, with their statuses), paused or not; and the
-operators' commands: create, pause, resume, trigger now, delete. Every command goes
-through ``engine.schedules``, which audits it with the operator's name.
+operators' commands: create, edit (a schedule's own page), pause, resume, trigger now,
+delete. Every command goes through ``engine.schedules``, which audits it with the operator's
+name.
 """
 
 from __future__ import annotations
@@ -78,7 +79,9 @@ def show(schedule_id: int) -> Response:
     row = queries_schedules.one(db.session(), schedule_id)
     if row is None:
         abort(404, description=f"There is no schedule {schedule_id}: it was deleted, or never existed.")
-    return render("schedules/show.html", row=row)
+    return render(
+        "schedules/show.html", row=row, missed_policies=MISSED_POLICIES, overlap_policies=OVERLAP_POLICIES
+    )
 
 
 def by() -> str | None:
@@ -99,28 +102,42 @@ def field(name: str) -> str:
     return value
 
 
-@bp.post("/")
-@requires(users.OPERATOR)
-def create() -> Response:
-    """Create a schedule from the form; a bad field is a 400 that names it."""
-    values = {name: field(name) for name in FIELDS}
-    nothing = "Nothing was created."
-    every: int | None = None
-    if values["every"]:
-        if not (values["every"].isascii() and values["every"].isdigit()) or len(values["every"]) > 12:
-            refuse("every", f"{values['every'][:40]!r} is not a whole number of seconds", nothing)
-        every = int(values["every"])
+def seconds(text: str, nothing: str) -> int | None:
+    """The form's interval in whole seconds, None when empty."""
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or len(text) > 12:
+        refuse("every", f"{text[:40]!r} is not a whole number of seconds", nothing)
+    return int(text)
+
+
+def json_array(text: str, nothing: str) -> list[Any]:
     try:
-        args = json.loads(values["arguments"] or "[]")
+        args = json.loads(text or "[]")
     except (ValueError, RecursionError):
         refuse(
             "arguments", 'they are not valid JSON: write a JSON array, like ["daily"] or [] for none', nothing
         )
     if not isinstance(args, list):
         refuse("arguments", 'they must be a JSON array, like ["daily"] or [] for none', nothing)
+    return args
+
+
+def policies(values: dict[str, str], nothing: str) -> None:
     for policy, allowed in (("missed", MISSED_POLICIES), ("overlap", OVERLAP_POLICIES)):
         if values[policy] not in allowed:
             refuse(policy, f"{values[policy][:40]!r} is not one of {', '.join(allowed)}", nothing)
+
+
+@bp.post("/")
+@requires(users.OPERATOR)
+def create() -> Response:
+    """Create a schedule from the form; a bad field is a 400 that names it."""
+    values = {name: field(name) for name in FIELDS}
+    nothing = "Nothing was created."
+    every = seconds(values["every"], nothing)
+    args = json_array(values["arguments"], nothing)
+    policies(values, nothing)
     try:
         made = schedules.create(
             values["name"],
@@ -215,3 +232,49 @@ def delete(schedule_id: int) -> Response:
     name = named(schedule_id)
     gone_or(schedules.delete, name)
     return answer(f"Deleted {name}: the actions it started stay; the audit keeps what it was.")
+
+
+#: The edit form's fields (a schedule's own page): the rule, time zone, arguments, policies.
+EDITABLE = ("cron", "every", "timezone", "arguments", "missed", "overlap")
+
+
+@bp.post("/<int:schedule_id>/edit")
+@requires(users.OPERATOR)
+def edit(schedule_id: int) -> Response:
+    """Change the schedule from its page's form; the form sends every field (the rule is
+    the cron expression, or the interval when the cron field is empty). A new rule ticks
+    from now. A bad field is a 400 that names it; one declared in code is a 409."""
+    name = named(schedule_id)
+    values = {key: field(key) for key in EDITABLE}
+    nothing = "Nothing was changed."
+    every = seconds(values["every"], nothing)
+    args = json_array(values["arguments"], nothing)
+    policies(values, nothing)
+    here = url_for("schedules.show", schedule_id=schedule_id)
+    try:
+        edited = schedules.edit(
+            name,
+            cron=values["cron"] or None,
+            every=every,
+            timezone=values["timezone"] or None,
+            args=args,
+            missed=values["missed"],
+            overlap=values["overlap"],
+            by=by(),
+            reason=field("reason") or None,
+        )
+    except schedules.DeclaredInCode as error:
+        abort(409, description=f"{error}. Nothing was changed.")
+    except schedules.NoSuchSchedule as error:  # deleted meanwhile
+        abort(404, description=f"{error}. Nothing was changed.")
+    except schedules.ScheduleError as error:
+        refuse(error.field, str(error), nothing)
+    if not edited.changed:
+        return command_response(f"{name} is so already: nothing was changed.", ok=False, redirect_to=here)
+    made = edited.schedule
+    when = f"{made.next_fire_at:%Y-%m-%d %H:%M:%S} UTC" if made.next_fire_at else "never"
+    changed = ", ".join(key.replace("_", " ") for key in edited.changes)
+    return command_response(
+        f"Edited {name} ({changed}): {made.rule.describe()}; its next tick is at {when}.",
+        redirect_to=here,
+    )

@@ -1,6 +1,6 @@
 """Schedules: a cron or interval rule that starts an action on an actor, each tick exactly
 once whatever the number of clock processes; missed ticks and overlapping runs follow the
-schedule's policies; operators pause, resume, trigger and delete them.
+schedule's policies; operators edit, pause, resume, trigger and delete them.
 
     engine.schedule("nightly-report", cron="0 2 * * *", timezone="Europe/Paris",
                     actor=reports, action="generate", args=["daily"], missed="run_once")
@@ -12,7 +12,19 @@ from __future__ import annotations
 
 from .declared import Declared, SyncReport, declared, forget_declared, schedule, sync
 from .firing import MISSED_AFTER, TickReport, soonest, tick
-from .manage import create, delete, find, pause, resume, trigger
+from .manage import (
+    UNSET,
+    DeclaredInCode,
+    Edited,
+    NoSuchSchedule,
+    create,
+    delete,
+    edit,
+    find,
+    pause,
+    resume,
+    trigger,
+)
 from .retention import prune
 from .rule import DEFAULT_TIMEZONE, Rule, ScheduleError
 from .tables import (
@@ -44,6 +56,11 @@ __all__ = [  # noqa: RUF022 - grouped by purpose
     "prune",
     # operators
     "create",
+    "edit",
+    "Edited",
+    "DeclaredInCode",
+    "NoSuchSchedule",
+    "UNSET",
     "pause",
     "resume",
     "trigger",

@@ -1,12 +1,18 @@
-"""Operators' commands on schedules (the studio's forms, ``stepwise schedules``): create,
-pause, resume, trigger now, delete. Each runs in one transaction and is audited with who
-and why; "trigger now" also lands in the history of what it starts.
+"""Operators' commands on schedules (the studio's forms, the JSON API, ``stepwise schedules``):
+create, edit, pause, resume, trigger now, delete. Each runs in one transaction and is audited
+with who and why; "trigger now" also lands in the history of what it starts.
+
+A schedule declared in code (``engine.schedule``) is the code's to change: ``edit`` refuses
+it (``DeclaredInCode``), because the next sync would put the code's rule back; operators
+still pause, resume, trigger and delete it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from enum import Enum
+from typing import Any, Literal
 
 from sqlalchemy import delete as sql_delete
 from sqlalchemy import select
@@ -17,7 +23,7 @@ from .. import arguments, audit, clock, db, history, registry
 from ..errors import ActorNotFound, ArgumentError
 from .firing import trigger as fire_now
 from .rule import Rule, ScheduleError
-from .tables import MISSED_POLICIES, OPERATOR, OVERLAP_POLICIES, SKIP, Schedule, Tick
+from .tables import CODE, MISSED_POLICIES, OPERATOR, OVERLAP_POLICIES, SKIP, Schedule, Tick
 
 #: The longest schedule name (the column's width).
 MAX_NAME = 200
@@ -33,10 +39,15 @@ def _existing(session: Session, name: str, *, lock: bool = True) -> Schedule:
         query = query.with_for_update().execution_options(populate_existing=True)
     found = session.scalar(query)
     if found is None:
-        raise ScheduleError(
-            "name", f"there is no schedule named {name[:200]!r} (see `stepwise schedules list`)"
-        )
+        raise NoSuchSchedule(name)
     return found
+
+
+class NoSuchSchedule(ScheduleError):
+    """Raised when a command names a schedule that does not exist (or was deleted meanwhile)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("name", f"there is no schedule named {name[:200]!r} (see `stepwise schedules list`)")
 
 
 def check_policies(missed: str, overlap: str) -> None:
@@ -147,6 +158,126 @@ def create(
             raise ScheduleError(
                 "name", f"a schedule named {name!r} exists already: pick another name"
             ) from None
+
+
+class Unset(Enum):
+    """A keyword not given: ``edit`` leaves that part of the schedule as it is."""
+
+    UNSET = "unset"
+
+
+UNSET = Unset.UNSET
+
+
+class DeclaredInCode(ScheduleError):
+    """Raised when an operator edits a schedule declared in code: the next sync would undo
+    the edit, so the code is where it changes."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            "name",
+            f"the schedule {name[:200]!r} is declared in code (engine.schedule): change it there and "
+            "deploy, since the next sync would put the code's version back; pause, resume, trigger "
+            "or delete it here",
+        )
+
+
+@dataclass(frozen=True)
+class Edited:
+    """What ``edit`` did: the schedule as it is now and each field it changed, ``{field:
+    (before, after)}``; empty when the edit asked for what the schedule already was."""
+
+    schedule: Schedule
+    changes: dict[str, tuple[Any, Any]]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+
+def edit(
+    name: str,
+    *,
+    cron: str | Literal[Unset.UNSET] | None = UNSET,
+    every: timedelta | float | Literal[Unset.UNSET] | None = UNSET,
+    timezone: str | None = None,
+    args: list[Any] | None = None,
+    missed: str | None = None,
+    overlap: str | None = None,
+    by: str | None = None,
+    reason: str | None = None,
+) -> Edited:
+    """Change a schedule in place: its rule (give ``cron`` or ``every``: the one given
+    replaces the other), time zone, arguments, missed-tick or overlap policy; what is not
+    given stays. A new rule or time zone recomputes the next tick from now, so an edit never
+    runs a tick that was due before it. Audited with the fields before and after; a
+    ScheduleError names the field that is wrong (``DeclaredInCode`` for engine.schedule's)."""
+    with db.session() as session:
+
+        def work() -> Edited:
+            schedule = _existing(session, name)
+            if schedule.source == CODE:
+                raise DeclaredInCode(schedule.name)
+            rule = schedule.rule
+            if cron is not UNSET or every is not UNSET:
+                rule = Rule.of(
+                    None if cron is UNSET else cron,
+                    None if every is UNSET else every,
+                    timezone or rule.timezone,
+                )
+            elif timezone is not None:
+                rule = Rule.of(rule.cron, rule.every, timezone)
+            new_missed = schedule.missed if missed is None else missed
+            new_overlap = schedule.overlap if overlap is None else overlap
+            check_policies(new_missed, new_overlap)
+            stored = schedule.arguments
+            if args is not None:
+                try:
+                    stored = arguments.dump(list(args))
+                except ArgumentError as error:
+                    raise ScheduleError("arguments", str(error)) from None
+            before = describe(schedule)
+            wanted = {
+                "cron": rule.cron,
+                "every_seconds": int(rule.every.total_seconds()) if rule.every is not None else None,
+                "timezone": rule.timezone,
+                "arguments": stored,
+                "missed": new_missed,
+                "overlap": new_overlap,
+            }
+            changes = {key: (before[key], value) for key, value in wanted.items() if before[key] != value}
+            if not changes:
+                audit.record(
+                    session,
+                    "schedule_edit",
+                    f"schedule:{schedule.name}",
+                    cause=history.OPERATOR,
+                    by=by,
+                    reason=reason,
+                    result="unchanged",
+                )
+                return Edited(schedule, {})
+            for key, value in wanted.items():
+                setattr(schedule, key, value)
+            if {"cron", "every_seconds", "timezone"} & set(changes):
+                # From now: the ticks of the old rule that were due are not run (no back-fire).
+                schedule.next_fire_at = rule.after(clock.now())
+            session.flush()
+            audit.record(
+                session,
+                "schedule_edit",
+                f"schedule:{schedule.name}",
+                cause=history.OPERATOR,
+                by=by,
+                reason=reason,
+                result="edited",
+                before={key: change[0] for key, change in changes.items()},
+                after={key: change[1] for key, change in changes.items()},
+                next_fire_at=schedule.next_fire_at.isoformat() if schedule.next_fire_at else None,
+            )
+            return Edited(schedule, changes)
+
+        return db.retrying(session, work)
 
 
 def describe(schedule: Schedule) -> dict[str, Any]:

@@ -93,6 +93,8 @@ class Tick(Base):
         Index("ix_stepwise_schedule_ticks_schedule", "schedule_id", "id"),
         # The lag histogram: the ticks fired in the last hour.
         Index("ix_stepwise_schedule_ticks_fired_at", "fired_at"),
+        # An action's page: the tick that started it, if a schedule did (by its invocation).
+        Index("ix_stepwise_schedule_ticks_invocation", "invocation_id"),
         {"sqlite_autoincrement": True},
     )
 

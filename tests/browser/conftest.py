@@ -170,9 +170,10 @@ def signed_in(browser: Browser, studio: Studio) -> dict[str, Any]:
 
 
 def new_page(browser: Browser, studio: Studio, **options: Any) -> Iterator[Page]:
-    context = browser.new_context(
-        base_url=studio.url, viewport={"width": 1280, "height": 860}, color_scheme="light", **options
-    )
+    """A tab in a context of its own: a laptop's viewport in light mode unless ``options``
+    (Playwright's new_context arguments) say otherwise."""
+    laptop = {"base_url": studio.url, "viewport": {"width": 1280, "height": 860}, "color_scheme": "light"}
+    context = browser.new_context(**{**laptop, **options})
     context.set_default_timeout(TIMEOUT_MS)
     try:
         yield context.new_page()

@@ -1,7 +1,9 @@
 """An operator opens the Schedules page from the navigation, creates a schedule that runs
 every second from the form, watches its runs appear (the list polls itself) with their
-actions' statuses, pauses it and deletes it; the browser reports no Content-Security-Policy
-violation throughout. The studio is the embedded default, whose clock thread fires the ticks.
+actions' statuses, pauses it, opens an action it started (which names the schedule and its
+tick, linked), edits the schedule from its own page, and deletes it; the browser reports no
+Content-Security-Policy violation throughout. The studio is the embedded default, whose
+clock thread fires the ticks.
 
 Not a spec case: issue 11, "Studio" (a Schedules page that lists, pauses, resumes, triggers
 and creates schedules).
@@ -48,6 +50,23 @@ def test_an_operator_schedules_an_action_and_watches_it_run(page: Page) -> None:
     expect(page.locator("#flash")).to_contain_text("Paused browser-tick")
     expect(row.get_by_role("button", name="Resume")).to_be_visible()
     expect(row).to_contain_text("paused: no tick until resumed")
+
+    # The action a tick started names the schedule, linked to its page
+    row.get_by_role("link", name="action #").first.click()
+    expect(page.locator(".started-by")).to_contain_text("Started by schedule browser-tick, tick")
+    page.locator(".started-by").get_by_role("link", name="browser-tick").click()
+    expect(page.get_by_role("heading", name="Schedule browser-tick", level=1)).to_be_visible()
+
+    # On its page the operator edits it: every hour instead of every second
+    edit = page.locator("#edit-schedule form")
+    expect(edit.get_by_label("or every")).to_have_value("1")
+    edit.get_by_label("or every").fill("3600")
+    edit.get_by_label("Why").fill("calmer")
+    edit.get_by_role("button", name="Save changes").click()
+    expect(page.locator("#flash")).to_contain_text("Edited browser-tick (every seconds): Every hour")
+    page.get_by_role("link", name="All schedules").click()
+    row = page.locator('tr[data-schedule="browser-tick"]')
+    expect(row).to_contain_text("every 3600 s")
 
     # And deleting it (after the confirmation) removes it from the list
     page.once("dialog", lambda dialog: dialog.accept())

@@ -22,9 +22,9 @@ from tests.studio.action_page_scenarios import counting_queries, generated_tree
 from tests.studio.support import HTMX, StudioClient
 
 #: The page's queries: the signed-in user, the action, the tree's actions, steps, edges and
-#: unadmitted invocations, the failing leaf's traceback, the history and the errors, and the
-#: action's own inbox (its signals).
-PAGE_QUERIES = 10
+#: unadmitted invocations, the failing leaf's traceback, the history and the errors, the
+#: action's own inbox (its signals), and (a root's) the schedule tick that started it.
+PAGE_QUERIES = 11
 BUDGET_SECONDS = 0.300
 
 
@@ -65,7 +65,8 @@ def test_a_1000_node_tree_is_read_in_a_bounded_number_of_queries(
     assert len(big_queries) == len(small_queries) == PAGE_QUERIES, big_queries.statements
     assert len([q for q in big_queries.statements if q.startswith("SELECT stepwise_steps.")]) == 1
     assert len(big_queries.touching("stepwise_step_actions")) == 1
-    assert len(big_queries.touching("stepwise_invocations")) == 1
+    assert len(big_queries.touching("stepwise_invocations")) == 2  # the tree's, the schedule tick's
+    assert len(big_queries.touching("stepwise_schedule_ticks")) == 1
     # And every node of the tree is on the page, the deepest of the chain too
     assert page.text.count('class="tn ') == 1000
     assert f">#{big + 999} deep149</a>" in page.text

@@ -103,10 +103,11 @@ def test_every_state_changing_route_refuses_a_request_without_the_right_token(
     assert {"auth.logout", "auth.login", "csrf_probe.cancel"} <= {rule.endpoint for rule in rules}
     for rule in rules:
         data = {} if sent is None else {csrf.FIELD: sent}
-        for headers in ({}, HTMX):
-            answer = operator_client.post(url(rule), data=data, headers=headers)
-            assert answer.status_code == 400, rule.endpoint
-            assert "nothing was changed" in answer.text
+        for method in sorted((rule.methods or set()) & {"POST", "PUT", "PATCH", "DELETE"}):
+            for headers in ({}, HTMX):
+                answer = operator_client.open(url(rule), method=method, data=data, headers=headers)
+                assert answer.status_code == 400, (method, rule.endpoint)
+                assert "nothing was changed" in answer.text
 
 
 def test_a_refused_command_changes_nothing(operator_client: StudioClient, session: Session, car: Car) -> None:
