@@ -1,14 +1,14 @@
 """The OpenAPI 3.1 document of the studio's JSON API and of the completion webhook, generated
 from the pydantic models that validate their input (``app.api.schemas``,
 ``app.webhooks.body``): the parameters and every schema come from the models; only each
-operation's summary and its refusals are written here. ``GET /api/openapi.json`` serves it;
-tests check that it names every route of the ``api`` and ``webhooks`` blueprints and nothing
+operation's summary and its refusals are written here (the schedules' in
+``app.api.openapi_schedules``). ``GET /api/openapi.json`` serves it; tests check that it
+names every route of the ``api``, ``api_schedules`` and ``webhooks`` blueprints and nothing
 else, and validate real answers against it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -20,9 +20,10 @@ import engine
 from ..schemas import Schemas
 from ..webhooks import body as webhook_body
 from ..webhooks import signal_body
+from . import openapi_schedules
+from . import schedule_schemas as schedule_api
 from . import schemas as api
-
-REF = "#/components/schemas/{model}"
+from .operation import BAD_PARAMETER, REF, Operation, error_response, json_content, ref
 
 #: The models whose schemas are components: (model, mode). Input models are described as
 #: they are validated, answers as they are sent.
@@ -37,82 +38,18 @@ COMPONENTS: list[tuple[type[BaseModel], Any]] = [
     (api.ActionDetail, "serialization"),
     (api.Tree, "serialization"),
     (api.LanePage, "serialization"),
-    (api.ScheduleCreate, "validation"),
-    (api.ScheduleEdit, "validation"),
-    (api.ScheduleCommand, "validation"),
-    (api.ScheduleList, "serialization"),
-    (api.Schedule, "serialization"),
-    (api.ScheduleChanged, "serialization"),
-    (api.ScheduleEdited, "serialization"),
-    (api.ScheduleTriggered, "serialization"),
-    (api.ScheduleDeleted, "serialization"),
+    (schedule_api.ScheduleCreate, "validation"),
+    (schedule_api.ScheduleEdit, "validation"),
+    (schedule_api.ScheduleCommand, "validation"),
+    (schedule_api.ScheduleList, "serialization"),
+    (schedule_api.Schedule, "serialization"),
+    (schedule_api.ScheduleChanged, "serialization"),
+    (schedule_api.ScheduleEdited, "serialization"),
+    (schedule_api.ScheduleTriggered, "serialization"),
+    (schedule_api.ScheduleDeleted, "serialization"),
 ]
 
-
-def ref(model: type[BaseModel]) -> dict[str, str]:
-    return {"$ref": REF.format(model=model.__name__)}
-
-
-def json_content(schema: dict[str, Any], example: Any = None) -> dict[str, Any]:
-    media: dict[str, Any] = {"schema": schema}
-    if example is not None:
-        media["example"] = example
-    return {"application/json": media}
-
-
-def error_response(description: str) -> dict[str, Any]:
-    return {"description": description, "content": json_content(ref(api.Error))}
-
-
-@dataclass(frozen=True)
-class Operation:
-    """What the document says of one route beyond its models."""
-
-    path: str
-    method: str
-    operation_id: str
-    summary: str
-    tag: str
-    answer: dict[str, Any]
-    query: type[api.Query] | None = None
-    refusals: dict[str, str] = field(default_factory=dict)
-    path_parameters: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
-    #: The success's status code.
-    status: str = "200"
-
-
-BAD_PARAMETER = "A query parameter is unknown or malformed (bad_parameter: `parameter` names it)"
 UNKNOWN = "No such action (not_found)"
-UNKNOWN_SCHEDULE = "No such schedule (not_found): nothing was changed"
-BAD_FIELD = (
-    "The body is not a JSON object (malformed_json), a field is unknown or wrong (invalid_field: "
-    "`field` names it), or the X-CSRF-Token header is missing or wrong"
-)
-OPERATOR_ONLY = "Signed in as a viewer: only an operator may change schedules"
-TOO_LARGE = "The body is larger than 64 KiB (too_large)"
-#: The schedule commands: an operator's session and its CSRF token.
-COMMAND_SECURITY: dict[str, Any] = {"security": [{"session": [], "csrf": []}]}
-
-
-def command_body(model: type[BaseModel], example: dict[str, Any], required: bool = False) -> dict[str, Any]:
-    return {"requestBody": {"required": required, "content": json_content(ref(model), example)}}
-
-
-def schedule_command(verb: str, operation_id: str, summary: str, description: str) -> Operation:
-    return Operation(
-        f"/api/schedules/{{schedule_id}}/{verb}",
-        "post",
-        operation_id,
-        summary,
-        "schedules",
-        {"description": description, "content": json_content(ref(api.ScheduleChanged))},
-        query=api.NoQuery,
-        refusals={"400": BAD_FIELD, "403": OPERATOR_ONLY, "404": UNKNOWN_SCHEDULE, "413": TOO_LARGE},
-        path_parameters=("schedule_id",),
-        extra={**COMMAND_SECURITY, **command_body(api.ScheduleCommand, {"reason": "maintenance"})},
-    )
-
 
 OPERATIONS = [
     Operation(
@@ -157,133 +94,7 @@ OPERATIONS = [
         query=api.LaneQuery,
         refusals={"400": BAD_PARAMETER},
     ),
-    Operation(
-        "/api/schedules",
-        "get",
-        "listSchedules",
-        "Every schedule (the first 500 by name): rule, time zone, policies, next ticks, five last runs",
-        "schedules",
-        {"description": "The schedules", "content": json_content(ref(api.ScheduleList))},
-        query=api.NoQuery,
-        refusals={"400": BAD_PARAMETER},
-    ),
-    Operation(
-        "/api/schedules",
-        "post",
-        "createSchedule",
-        "Create a schedule (cron or every), audited with the operator's name",
-        "schedules",
-        {
-            "description": "Created (Location: the schedule)",
-            "content": json_content(ref(api.Schedule)),
-        },
-        query=api.NoQuery,
-        refusals={
-            "400": BAD_FIELD + "; a taken name is invalid_field name",
-            "403": OPERATOR_ONLY,
-            "413": TOO_LARGE,
-        },
-        extra={
-            **COMMAND_SECURITY,
-            **command_body(
-                api.ScheduleCreate,
-                {
-                    "name": "nightly-report",
-                    "cron": "0 2 * * *",
-                    "timezone": "Europe/Paris",
-                    "actor_type": "Report",
-                    "actor_id": "main",
-                    "action": "generate",
-                    "arguments": ["daily"],
-                    "missed": "run_once",
-                },
-                required=True,
-            ),
-        },
-        status="201",
-    ),
-    Operation(
-        "/api/schedules/{schedule_id}",
-        "get",
-        "getSchedule",
-        "One schedule with its next ticks and fifty last runs (the actions they started)",
-        "schedules",
-        {"description": "The schedule", "content": json_content(ref(api.Schedule))},
-        query=api.NoQuery,
-        refusals={"400": BAD_PARAMETER, "404": "No such schedule (not_found)"},
-        path_parameters=("schedule_id",),
-    ),
-    Operation(
-        "/api/schedules/{schedule_id}",
-        "patch",
-        "editSchedule",
-        "Change a schedule's rule, time zone, arguments or policies in place (the others stay)",
-        "schedules",
-        {
-            "description": "Edited (changed: false when it was so already)",
-            "content": json_content(ref(api.ScheduleEdited)),
-        },
-        query=api.NoQuery,
-        refusals={
-            "400": BAD_FIELD,
-            "403": OPERATOR_ONLY,
-            "404": UNKNOWN_SCHEDULE,
-            "413": TOO_LARGE,
-            "409": "Declared in code with engine.schedule (declared_in_code): change it in the code",
-        },
-        path_parameters=("schedule_id",),
-        extra={
-            "description": (
-                "Giving cron or every sets the rule (the other is cleared); a new rule or time zone "
-                "recomputes the next tick from now, so no tick due before the edit runs. Audited "
-                "with the fields before and after."
-            ),
-            **COMMAND_SECURITY,
-            **command_body(api.ScheduleEdit, {"every": 3600, "reason": "hourly is enough"}, required=True),
-        },
-    ),
-    Operation(
-        "/api/schedules/{schedule_id}",
-        "delete",
-        "deleteSchedule",
-        "Delete a schedule and its ticks (the actions it started stay; the audit keeps what it was)",
-        "schedules",
-        {"description": "Deleted", "content": json_content(ref(api.ScheduleDeleted))},
-        query=api.NoQuery,
-        refusals={"400": BAD_FIELD, "403": OPERATOR_ONLY, "404": UNKNOWN_SCHEDULE, "413": TOO_LARGE},
-        path_parameters=("schedule_id",),
-        extra={**COMMAND_SECURITY, **command_body(api.ScheduleCommand, {"reason": "retired"})},
-    ),
-    schedule_command(
-        "pause", "pauseSchedule", "Pause a schedule: its ticks stop", "Paused (changed: false if it was)"
-    ),
-    schedule_command(
-        "resume",
-        "resumeSchedule",
-        "Resume a schedule from now: the ticks due while paused are not run",
-        "Resumed (changed: false if it was not paused)",
-    ),
-    Operation(
-        "/api/schedules/{schedule_id}/trigger",
-        "post",
-        "triggerSchedule",
-        "Run a schedule's action now (a manual run), whatever its overlap policy, even while paused",
-        "schedules",
-        {
-            "description": "Triggered: the run and its invocation",
-            "content": json_content(ref(api.ScheduleTriggered)),
-        },
-        query=api.NoQuery,
-        refusals={
-            "400": BAD_FIELD,
-            "403": OPERATOR_ONLY,
-            "404": UNKNOWN_SCHEDULE,
-            "413": TOO_LARGE,
-            "409": "Triggered at this very instant already (not_triggered)",
-        },
-        path_parameters=("schedule_id",),
-        extra={**COMMAND_SECURITY, **command_body(api.ScheduleCommand, {"reason": "rerun after the fix"})},
-    ),
+    *openapi_schedules.OPERATIONS,
     Operation(
         "/api/openapi.json",
         "get",

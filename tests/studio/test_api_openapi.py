@@ -16,7 +16,7 @@ from flask import Flask
 
 from tests.studio.support import StudioClient
 
-DOCUMENTED = ("api.", "webhooks.")
+DOCUMENTED = ("api.", "api_schedules.", "webhooks.")
 METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 
