@@ -1,6 +1,6 @@
 // Navigation on every page, without inline script (the CSP forbids it): the UTC / local
-// time toggle, keyboard shortcuts with their help overlay ("?"), and on a phone the Menu
-// button under which the header's links fold. The server renders
+// time toggle and keyboard shortcuts with their help overlay ("?"); static/menu.js adds the
+// phone's Menu button. The server renders
 // every time in UTC ("2026-12-01 13:05:09"); in local mode this rewrites those texts in
 // place, keeping the UTC value in data-utc and a title, and again after each htmx swap.
 // Without JavaScript the pages show UTC and the header's "Go to" form still works.
@@ -323,62 +323,8 @@
     showMode();
   }
 
-  // --- the menu on a phone --------------------------------------------------------------------
-  // Below 720px (navigation.css) the header keeps the brand, "Go to" and a Menu button; the
-  // pages' links, the tools and the session fold under it. Without JavaScript there is no
-  // button and the links wrap onto rows of their own instead.
-
-  function menu() {
-    var header = document.querySelector(".topbar");
-    var nav = header && header.querySelector(".nav");
-    if (!nav) {
-      return;
-    }
-    var folded = [nav].concat(Array.prototype.slice.call(header.querySelectorAll(".nav-tools, .session")));
-    folded.forEach(function (part, i) {
-      part.id = part.id || "topbar-part-" + i;
-    });
-    var button = document.createElement("button");
-    button.type = "button";
-    button.className = "btn menu-toggle";
-    button.setAttribute("aria-expanded", "false");
-    button.setAttribute("aria-controls", folded.map(function (part) { return part.id; }).join(" "));
-    // Its name is "Menu"; the icon and the page's name beside it are for the eye only (the
-    // page's link says aria-current already).
-    var icon = document.createElement("span");
-    icon.className = "menu-icon";
-    icon.setAttribute("aria-hidden", "true");
-    icon.textContent = "☰";
-    button.appendChild(icon);
-    button.appendChild(document.createTextNode("Menu"));
-    var current = nav.querySelector('[aria-current="page"]');
-    if (current) {
-      var where = document.createElement("span");
-      where.className = "menu-current";
-      where.setAttribute("aria-hidden", "true");
-      where.textContent = current.textContent.trim();
-      button.appendChild(where);
-    }
-    function open(on) {
-      header.classList.toggle("menu-open", on);
-      button.setAttribute("aria-expanded", on ? "true" : "false");
-    }
-    button.addEventListener("click", function () {
-      open(!header.classList.contains("menu-open"));
-    });
-    header.addEventListener("keydown", function (event) {
-      if (event.key === "Escape" && header.classList.contains("menu-open")) {
-        open(false);
-        button.focus();
-      }
-    });
-    header.insertBefore(button, nav);
-    header.classList.add("has-menu");
-  }
-
   function start() {
     tools();
-    menu();
     if (local()) {
       toLocal(document.body);
       showInputs(document, true);
