@@ -194,7 +194,7 @@ def refuse_constant(name: str) -> Any:
 def finite_float(text: str) -> float:
     value = float(text)
     if value in (float("inf"), float("-inf")):
-        raise ValueError(f"{text} is too large a number")
+        raise ValueError(f"{text[:40]} is too large a number")
     return value
 
 

@@ -6,7 +6,6 @@ and is the OpenAPI document's description of it (``app.api.openapi``)."""
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NoReturn, TypeVar
 
@@ -18,7 +17,7 @@ from werkzeug.wrappers import Response
 from engine import status
 
 from .. import schemas
-from ..schemas import MAX_ID, JsonObject, Name, Text, json_type
+from ..schemas import MAX_ID, JsonObject, Name, Text, finite_float, json_type, refuse_constant
 
 MAX_NOTE = 10_000
 MAX_NAME = 255
@@ -52,17 +51,6 @@ def refuse(code: int, error: str, message: str, **extra: Any) -> NoReturn:
     raise Refusal(code, error, message, **extra)
 
 
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:40]} is too large")
-    return value
-
-
 def parse(raw: bytes) -> Any:
     try:
         text = raw.decode("utf-8")
@@ -71,7 +59,7 @@ def parse(raw: bytes) -> Any:
     if not text.strip():
         refuse(400, "malformed_json", "the body is empty: send a JSON object")
     try:
-        return json.loads(text, parse_constant=_no_constants, parse_float=_finite)
+        return json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
     except RecursionError:
         refuse(400, "malformed_json", "the body is not valid JSON: it nests too deeply")
     except ValueError as error:
