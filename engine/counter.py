@@ -13,9 +13,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from sqlalchemy import BigInteger, String, Table, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from . import unnest
 from .db import Base
 
 #: The counters, with the HELP line of each. ``count`` refuses any other name.
@@ -94,14 +95,20 @@ def _add(session: Session, increments: list[tuple[str, str, int]]) -> None:
     rows = [{"name": name, "labels": key, "value": int(n)} for name, key, n in sorted(increments) if n]
     if not rows:
         return
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(COUNTER_TABLE).values(rows)
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        unnest.insert(connection, COUNTER_TABLE, rows, on_conflict=_ADD)  # one text, any rows
+        return
+    statement = sqlite.insert(COUNTER_TABLE).values(rows)
     statement = statement.on_conflict_do_update(
         index_elements=[COUNTER_TABLE.c.name, COUNTER_TABLE.c.labels],
         set_={"value": COUNTER_TABLE.c.value + statement.excluded.value},
     )
-    session.connection().execute(statement)
+    connection.execute(statement)
+
+
+#: An increment of a counter that exists adds to its value.
+_ADD = "ON CONFLICT (name, labels) DO UPDATE SET value = stepwise_counters.value + excluded.value"
 
 
 def count_events(session: Session, events: Iterable[Mapping[str, Any]]) -> None:

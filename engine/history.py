@@ -2,8 +2,8 @@
 
 Every state change lands here with its cause (invariant 7): the data behind the studio's
 trace and timeline. A transaction's events are kept in its session and written together,
-in one multi-row INSERT, just before it commits (or earlier, by ``write_pending``); a
-rollback drops them with the rest of the transaction.
+in one INSERT (from arrays on PostgreSQL: engine/unnest.py), just before it commits (or
+earlier, by ``write_pending``); a rollback drops them with the rest of the transaction.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import JSON, BigInteger, Index, String, Table, event, insert
 from sqlalchemy.orm import Mapped, Session, SessionTransaction, mapped_column
 
-from . import clock, counter, db
+from . import clock, counter, db, unnest
 from .db import Base, Id
 
 if TYPE_CHECKING:
@@ -124,7 +124,11 @@ def write_pending(session: Session) -> None:
     """Write the events recorded in this transaction so far, in one statement."""
     pending = session.info.pop(_PENDING, None)
     if pending:
-        session.connection().execute(insert(EVENTS), pending)
+        connection = session.connection()
+        if connection.dialect.name == "postgresql":
+            unnest.insert(connection, EVENTS, pending)  # one text for any number of events
+        else:
+            connection.execute(insert(EVENTS), pending)
         counter.count_events(session, pending)  # completions, retries, recoveries: one statement
 
 
