@@ -4,8 +4,9 @@ characters or more does not fit (PostgreSQL refuses the INSERT: the command fail
 audit was lost). The entry keeps the target cut to the column with an ellipsis, for the
 list, and the whole of it in its data; a target that fits is kept as it is. The other
 commands' targets fit by construction: an action, invocation or user is named by an id or a
-name the database holds (users' names are at most 80 characters), and a schedule command
-checks its name (at most 200 characters) or finds the schedule before it audits.
+name the database holds (users' names are at most 80 characters), a schedule command checks
+its name (at most 200 characters) or finds the schedule before it audits, and a bulk
+command's target is "filter", its filter (a lane key of up to 255 characters, say) in data.
 
 Not a spec case: the audit is ours.
 """
@@ -86,3 +87,14 @@ def test_schedule_commands_refuse_a_name_too_long_before_they_audit(session: Ses
             command(name, by="olga")
 
     assert audited(session) == []
+
+
+def test_a_bulk_command_on_the_longest_lane_key_keeps_it_in_its_data(session: Session) -> None:
+    lane = "Car/" + "k" * 251  # a lane key as long as the column holds: 255 characters
+
+    entry = commands.bulk("cancel", commands.ActionFilter(concurrency_key=lane), by="olga")
+
+    (kept,) = audited(session)
+    assert kept.id == entry.id and (kept.target, kept.full_target) == ("filter", "filter")
+    assert kept.data["filter"]["concurrency_key"] == lane
+    assert (kept.total, kept.result) == (0, "done")
