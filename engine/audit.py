@@ -1,7 +1,9 @@
 """Audit: every operator command and outside completion, with who, when, what and why.
 
 One entry per command (a bulk command is one entry with its progress); the transitions it
-causes land in each action's own history with the same ``by``.
+causes land in each action's own history with the same ``by``. A target longer than its
+column is cut with an ellipsis for the list and kept whole in the entry's data, so a command
+on a long name (``stepwise forget KEY`` takes any key) is never refused for its audit.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from . import clock
 from .db import Base, Id
+
+#: The width of the target column (characters, as PostgreSQL's varchar counts them).
+TARGET_LENGTH = 500
+#: What ends a target cut to the column; the whole of it is in ``data["target"]``.
+ELLIPSIS = "…"
 
 
 class AuditEntry(Base):
@@ -35,14 +42,21 @@ class AuditEntry(Base):
     cause: Mapped[str] = mapped_column(String(20))
     by: Mapped[str | None] = mapped_column(String(255))
     reason: Mapped[str | None] = mapped_column(Text)
-    #: What it acted on: "action:42", "achievement:Car/1/visit", "schedule:nightly", or "filter" for bulk.
-    target: Mapped[str] = mapped_column(String(500))
+    #: What it acted on: "action:42", "achievement:Car/1/visit", "schedule:nightly", or "filter" for bulk;
+    #: cut to TARGET_LENGTH with an ELLIPSIS when longer (see ``full_target``).
+    target: Mapped[str] = mapped_column(String(TARGET_LENGTH))
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     #: The outcome: completed, already_completed, not_found, not_retryable, done …
     result: Mapped[str | None] = mapped_column(String(40))
     total: Mapped[int | None]
     done: Mapped[int | None]
     finished_at: Mapped[datetime | None]
+
+    @property
+    def full_target(self) -> str:
+        """What it acted on, whole: the target, or the data's copy of a target cut to the column."""
+        whole = (self.data or {}).get("target")
+        return whole if isinstance(whole, str) and self.target.endswith(ELLIPSIS) else self.target
 
     def __repr__(self) -> str:
         return f"<AuditEntry {self.id} {self.command} {self.target} by={self.by} {self.result}>"
@@ -59,6 +73,9 @@ def record(
     result: str | None = None,
     **data: Any,
 ) -> AuditEntry:
+    if len(target) > TARGET_LENGTH:
+        data = {**data, "target": target}
+        target = target[: TARGET_LENGTH - len(ELLIPSIS)] + ELLIPSIS
     entry = AuditEntry(
         at=clock.now(),
         command=command,

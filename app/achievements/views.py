@@ -60,7 +60,8 @@ def show() -> Response:
     )
 
 
-#: The longest checksum key (the column's width).
+#: The longest checksum key the form takes (a stored key is at most 255 characters; the
+#: audit keeps a longer target whole in its data: engine.audit).
 MAX_KEY = 500
 
 

@@ -66,7 +66,7 @@ OPERATIONS = [
         "/api/actions/{action_id}",
         "get",
         "getAction",
-        "One action with its steps, parents and errors (tracebacks included)",
+        "One action: its steps, parents, errors (tracebacks included) and the schedule that started it",
         "actions",
         {"description": "The action", "content": json_content(ref(api.ActionDetail))},
         query=api.NoQuery,

@@ -304,7 +304,27 @@ class DurableAttempt(Answer):
     error_message: str | None
 
 
+class StartedByLinks(Answer):
+    schedule: str = Field(description="The schedule in this API")
+    page: str = Field(description="The studio's page of the schedule")
+
+
+class StartedBy(Answer):
+    """The schedule tick that started the action (a root), as its page says "Started by schedule"."""
+
+    schedule_id: int
+    schedule: str = Field(description="The schedule's name")
+    tick_id: int = Field(description="The tick: one of the schedule's runs")
+    due_at: Time = Field(description="When the tick was due (a manual run: when it was asked for)")
+    local: str = Field(description="due_at in the schedule's time zone")
+    timezone: str
+    manual: bool = Field(description="Triggered by hand")
+    by: str | None = Field(description="Who triggered it by hand")
+    links: StartedByLinks
+
+
 class ActionDetail(Action):
+    started_by: StartedBy | None = Field(description="The schedule tick that started it; null: none did")
     steps: list[Step]
     compensations: list[CompensationEntry] = Field(
         description="What its steps registered to undo their work, in turn, and their progress"

@@ -22,6 +22,7 @@ from engine.models import Action, ActionEvent, Invocation, Performance, Signal, 
 
 from ..action import queries_attempts, queries_signals
 from ..database import db
+from ..schedules import queries as queries_schedules
 from . import base, openapi
 from . import queries as queries_api
 from . import schemas as schemas
@@ -141,6 +142,25 @@ def wait_json(wait: Invocation) -> dict[str, Any]:
     }
 
 
+def started_by_json(tick: queries_schedules.StartedBy | None) -> dict[str, Any] | None:
+    if tick is None:
+        return None
+    return {
+        "schedule_id": tick.schedule_id,
+        "schedule": tick.schedule,
+        "tick_id": tick.tick_id,
+        "due_at": iso(tick.due_at),
+        "local": tick.local,
+        "timezone": tick.timezone,
+        "manual": tick.manual,
+        "by": tick.by,
+        "links": {
+            "schedule": url_for("api_schedules.schedule", schedule_id=tick.schedule_id),
+            "page": url_for("schedules.show", schedule_id=tick.schedule_id),
+        },
+    }
+
+
 def error_json(event: ActionEvent) -> dict[str, Any]:
     data = event.data or {}
     return {
@@ -202,8 +222,8 @@ def actions() -> Response:
 
 @bp.get("/actions/<int:action_id>")
 def action(action_id: int) -> Response:
-    """One action with its steps (and the children each waited on), its parents and every
-    error in its history, tracebacks included."""
+    """One action with its steps (and the children each waited on), its parents, every
+    error in its history (tracebacks included) and the schedule tick that started it."""
     query(schemas.NoQuery)
     session = db.session()
     found = queries_api.action(session, action_id)
@@ -212,6 +232,8 @@ def action(action_id: int) -> Response:
     steps = queries_api.steps_of(session, [found.id])[found.id]
     names = step_names(found)
     children = queries_api.children_of(session, [s.id for s in steps])
+    # A schedule invokes roots: only a root can have been started by one (as its page says).
+    started = queries_schedules.started_by(session, found.id) if found.root else None
     return jsonify(
         {
             **action_json(found),
@@ -224,6 +246,7 @@ def action(action_id: int) -> Response:
                 if found.error_class
                 else None
             ),
+            "started_by": started_by_json(started),
             "steps": [step_json(s, children[s.id], names) for s in steps],
             "compensations": queries_api.compensations_of(session, found),
             "inbox": [signal_json(signal) for signal in queries_signals.inbox_of(session, found.id)],

@@ -107,7 +107,8 @@ def last_runs(session: Session, schedule_ids: list[int], per_schedule: int) -> l
 
 @dataclass(frozen=True)
 class StartedBy:
-    """The schedule tick that started an action: the action page's provenance line."""
+    """The schedule tick that started an action: the action page's provenance line, and the
+    API's ``started_by``."""
 
     schedule_id: int
     schedule: str
@@ -115,6 +116,7 @@ class StartedBy:
     due_at: datetime
     manual: bool
     by: str | None
+    tick_id: int
 
     @property
     def local(self) -> str:
@@ -125,7 +127,7 @@ def started_by(session: Session, action_id: int) -> StartedBy | None:
     """The newest tick whose invocation became ``action_id``, if a schedule started it: one
     query, by ix_stepwise_invocations_action then ix_stepwise_schedule_ticks_invocation."""
     found = session.execute(
-        select(Schedule.id, Schedule.name, Schedule.timezone, Tick.due_at, Tick.manual, Tick.by)
+        select(Schedule.id, Schedule.name, Schedule.timezone, Tick.due_at, Tick.manual, Tick.by, Tick.id)
         .select_from(Invocation)
         .join(Tick, Tick.invocation_id == Invocation.id)
         .join(Schedule, Schedule.id == Tick.schedule_id)

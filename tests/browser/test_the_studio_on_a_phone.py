@@ -1,7 +1,10 @@
 """The studio on a phone: at 390 x 844 (an iPhone) no page scrolls sideways, in light and
 dark mode; the header folds its links under a Menu button whose links are all reachable;
 every control is a 44 px target; a wide table scrolls inside its own box, not the page.
-Without JavaScript the links wrap instead, all on screen.
+Without JavaScript the links wrap instead, all on screen. The catalog's runs, the people
+and the action page's failure path and tree fit their panels (cards or wrapped lines, as
+the steps table does): nothing but code and the drawn graph scrolls sideways there; the
+action page's header links sit in one even row.
 
 Not a spec case: the studio's narrow-screen acceptance. The studio runs with
 tests/browser/workflows.py's seeded data; these tests only read it.
@@ -66,6 +69,38 @@ STICKING_OUT = """
   return true;
 }).map(e => e.outerHTML.slice(0, 120))
 """
+
+
+#: The boxes on the page (panels, a table's box) that scroll their content sideways,
+#: except code (a traceback keeps its lines) and the drawn graph of a tree.
+SCROLLING_SIDEWAYS = """
+() => [...document.querySelectorAll("main *")].filter(e => {
+  if (e.matches("pre, .graph-scroll")) return false;
+  const style = getComputedStyle(e);
+  return ["auto", "scroll"].includes(style.overflowX) && e.scrollWidth > e.clientWidth + 1;
+}).map(e => `${e.tagName.toLowerCase()}.${e.className}: ${e.scrollWidth}px in ${e.clientWidth}px`)
+"""
+
+#: Each element's box, its label and the middle of its words (a Range around its text).
+LINK_BOXES = """
+elements => elements.map(e => {
+  const box = e.getBoundingClientRect(), words = document.createRange();
+  words.selectNodeContents(e);
+  const text = words.getBoundingClientRect();
+  return {label: e.textContent.trim(), left: box.left, right: box.right, height: box.height,
+          text_middle: text.top + text.height / 2};
+})
+"""
+
+#: The pages whose tables and failure path fit their panels on a phone.
+FITTING: list[tuple[str, Callable[[Studio], str]]] = [
+    ("catalog", lambda s: "/catalog/"),
+    ("definition", lambda s: "/catalog/Forecast/publish"),
+    ("overview", lambda s: "/"),
+    ("people", lambda s: "/people/"),
+    ("failed action", lambda s: f"/actions/{s.seeded['failed']}"),
+    ("failing leaf", lambda s: f"/actions/{s.seeded['failing_leaf']}"),
+]
 
 
 @pytest.fixture
@@ -148,6 +183,63 @@ def test_the_actions_table_scrolls_in_its_own_box_on_a_phone(phone: Page) -> Non
     heading = page.locator("#list-title, .list-panel h2").first
     heading_box = heading.bounding_box()
     assert heading_box is not None and heading_box["x"] >= 0
+
+
+@pytest.mark.parametrize(("name", "path"), [pytest.param(*entry, id=entry[0]) for entry in FITTING])
+def test_tables_and_the_failure_path_fit_their_panels_on_a_phone(
+    phone: Page, studio: Studio, name: str, path: Callable[[Studio], str]
+) -> None:
+    page = phone
+    # Given a phone 390 px wide
+    # When the operator opens the page, its traceback unfolded where it has one
+    page.goto(path(studio))
+    page.wait_for_load_state("networkidle")
+    for traceback in page.locator("details.traceback").all():
+        traceback.evaluate("details => { details.open = true; }")
+
+    # Then no panel scrolls sideways: its rows are cards or wrapped lines, in light or dark
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+        assert page.evaluate(SCROLLING_SIDEWAYS) == [], f"the {name} page ({scheme}) scrolls a panel sideways"
+    no_sideways_scroll(page, f"the {name} page")
+    assert page.evaluate(SMALL_TARGETS) == [], f"the {name} page has controls under 44 px"
+
+
+def test_the_people_table_is_a_card_per_user_on_a_phone(phone: Page, studio: Studio) -> None:
+    page = phone
+    # Given the people page on a phone
+    page.goto("/people/")
+    row = page.locator(f'tr[data-user="{studio.user}"]')
+
+    # Then each user is a card: the name on its own line, each fact under its column's name
+    name, role = row.locator("th").bounding_box(), row.get_by_label(f"Role of {studio.user}").bounding_box()
+    assert name is not None and role is not None and role["y"] >= name["y"] + name["height"], (name, role)
+    labels = row.locator("td").evaluate_all(
+        "cells => cells.map(c => getComputedStyle(c, '::before').content)"
+    )
+    assert labels[:3] == ['"Role"', '"Last sign-in"', '"State"'], labels
+    expect(row.get_by_role("button", name="Change role")).to_be_in_viewport()
+
+
+def test_the_action_pages_header_links_sit_in_one_even_row_on_a_phone(phone: Page, studio: Studio) -> None:
+    page = phone
+    # Given a failed action's page on a phone (its "Copy as JSON" shown by action.js)
+    page.goto(f"/actions/{studio.seeded['failed']}")
+    links = page.locator(".page-head .actions > *")
+    expect(links.filter(has_text="Copy as JSON")).to_be_visible()
+
+    # Then API, Copy as JSON and All actions are one row of finger-sized targets, on screen
+    boxes = links.evaluate_all(LINK_BOXES)
+    assert [box["label"] for box in boxes] == ["API", "Copy as JSON", "All actions"], boxes
+    assert all(
+        box["height"] >= TARGET and 0 <= box["left"] <= box["right"] <= PHONE["width"] for box in boxes
+    ), boxes
+    # whose words are on one line (their text centred alike, not at a link's top)
+    middles = [box["text_middle"] for box in boxes]
+    assert max(middles) - min(middles) <= 1, f"the header links' words are not on one line: {boxes}"
+    # starting under the title, as every other row of the page does
+    title = page.locator(".page-head h1").bounding_box()
+    assert title is not None and abs(boxes[0]["left"] - title["x"]) <= 1, (title, boxes)
 
 
 def test_without_javascript_the_links_wrap_on_a_phone(phone_without_javascript: Page) -> None:

@@ -27,6 +27,9 @@ and the tests seed its database before it starts, in a separate process:
 - For the operator's day (tests/browser/test_operators_day.py): two more forecasts seeded to
   fail ("alpine", "coast"), whose failing leaves are retried as a selection, and a refund of
   customer "hopper" whose approval is decided from the overview.
+- For the "select all" box (tests/browser/test_selecting_every_row_of_a_page.py): three
+  forecasts of week 2025-W12 ("fjord", "glacier", "harbour") whose warehouse was busy
+  (``WarehouseBusy``, an error of their own): their failing leaves are that error's list.
 
 These models have their own declarative base: the seeding process makes their tables.
 """
@@ -57,6 +60,14 @@ warehouse_online = True
 
 class WarehouseOffline(Exception):
     """The forecast warehouse did not answer."""
+
+
+class WarehouseBusy(Exception):
+    """The forecast warehouse was too busy to answer."""
+
+
+#: What the offline warehouse raises while seeding (the page-selection forecasts: busy).
+offline_error: type[Exception] = WarehouseOffline
 
 
 class Base(DeclarativeBase):
@@ -95,7 +106,7 @@ class Forecast(engine.Actor, Base):
 
     def open_connection(self) -> None:
         if not warehouse_online:
-            raise WarehouseOffline(f"the warehouse did not answer for {self.region}")
+            raise offline_error(f"the warehouse did not answer for {self.region}")
         time.sleep(answer_seconds)
 
     def read_calendar(self) -> None:
@@ -183,15 +194,17 @@ def seed(url: str) -> dict[str, Any]:
                 ).one()
             )
 
-        def start(actor: Any, name: str, *, online: bool = True) -> int:
-            global warehouse_online
-            warehouse_online = online
+        def start(
+            actor: Any, name: str, *, online: bool = True, error: type[Exception] = WarehouseOffline
+        ) -> int:
+            global warehouse_online, offline_error
+            warehouse_online, offline_error = online, error
             session.add(actor)
             session.flush()
             engine.later(actor, name)
             session.commit()
             testing.drain()
-            warehouse_online = True
+            warehouse_online, offline_error = True, WarehouseOffline
             return root(actor, name)
 
         published = start(Forecast(region="north", week="2025-W10"), "publish")
@@ -227,6 +240,11 @@ def seed(url: str) -> dict[str, Any]:
             forecast = Forecast(region=region, week="2025-W11")
             selected_roots.append(start(forecast, "publish", online=False))
             selected_leaves.append(root(forecast, "open_connection"))
+        busy_roots, busy_leaves = [], []
+        for region in ("fjord", "glacier", "harbour"):
+            forecast = Forecast(region=region, week="2025-W12")
+            busy_roots.append(start(forecast, "publish", online=False, error=WarehouseBusy))
+            busy_leaves.append(root(forecast, "open_connection"))
         reviewed = start(Refund(customer="turing", amount_cents=99_000), "review")
         hopper = Refund(customer="hopper", amount_cents=2500)
         overview_refund = start(hopper, "process")
@@ -250,6 +268,8 @@ def seed(url: str) -> dict[str, Any]:
         "lane": "refunds/ada",
         "selected_roots": selected_roots,
         "selected_leaves": selected_leaves,
+        "busy_roots": busy_roots,
+        "busy_leaves": busy_leaves,
         "overview_refund": overview_refund,
         "overview_approval": overview_approval,
         "signal_review": reviewed,

@@ -173,3 +173,23 @@ def test_an_unknown_entry_is_not_found_and_the_audit_needs_a_signed_in_user(
 ) -> None:
     assert viewer_client.get("/audit/999").status_code == 404
     assert client.get("/audit/").status_code == 302
+
+
+def test_forgetting_the_longest_key_the_form_takes_is_audited_and_listed_whole(
+    operator_client: StudioClient, viewer_client: StudioClient
+) -> None:
+    # Given the longest key the achievements form accepts: "achievement:" + it is longer
+    # than the audit's target column (PostgreSQL refused the entry, and the command with it)
+    key = "Car/1/visit/" + "x" * 488
+
+    # When an operator forgets it (there is no such achievement)
+    answer = operator_client.command("/achievements/forget", {"checksum_key": key})
+
+    # Then the command answers as for any key it does not find
+    assert answer.status_code == 409
+    assert f"No achievement under {key}" in answer.text
+    # And the audit lists the entry: the target cut with an ellipsis, linked and listed whole
+    (row,) = viewer_client.get("/audit/").text.split('<tr id="audit-')[1:]
+    shown = f"achievement:{key}"[: audit.TARGET_LENGTH - 1].partition(":")[2] + "…"
+    assert f'href="/achievements/key?key={key}">{shown}</a>' in row
+    assert f'target: <span class="mono">achievement:{key}</span>' in row

@@ -60,7 +60,7 @@ def test_the_lanes_whose_oldest_pending_action_waits_longest_come_first(
         in cells
     )
     assert "15m 00s ago" in cells
-    assert '<td class="num">1</td>' in cells
+    assert '<td class="num" data-label="Pending">1</td>' in cells
     # And it says what the lane waits for: its current action, performing, outbound
     assert f'href="/actions/{made["red"].id}">#{made["red"].id} paint</a>' in cells
     assert 'class="badge status-performing"' in cells
