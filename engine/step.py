@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     UniqueConstraint,
     bindparam,
+    insert,
     select,
     text,
     update,
@@ -134,25 +135,48 @@ _CONCLUDE = (
 _CONCLUDED = select(Step).from_statement(_CONCLUDE).execution_options(populate_existing=True, autoflush=False)
 
 
-def open_step(session: Session, action: Action, visit: int = 1) -> Step:
-    """Create the action's current step (its ``visit``-th run); its body runs after this
-    transaction commits."""
+def open_step(session: Session, action: Action, visit: int = 1) -> int:
+    """Create the action's current step (its ``visit``-th run): its id. Its body runs after
+    this transaction commits. One INSERT … RETURNING, after the session's pending changes
+    (it flushes them first, as the unit of work did): the row is not loaded into the session."""
     now = clock.now()
-    step = Step(
-        action_id=action.id,
-        definition_index=action.current_step_index,
-        visit=visit,
+    session.flush()
+    step_id: int = (
+        session.connection()
+        .execute(
+            _OPEN,
+            {
+                "action_id": action.id,
+                "definition_index": action.current_step_index,
+                "visit": visit,
+                "started_at": now,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+        .scalar_one()
+    )
+    data: dict[str, Any] = {"visit": visit} if visit > 1 else {}
+    history.record(session, action, "step_started", step_id=step_id, index=action.current_step_index, **data)
+    broker.ready_after_commit(session, step_id)
+    return step_id
+
+
+_OPEN = (
+    insert(cast(Table, Step.__table__))
+    .values(
+        action_id=bindparam("action_id"),
+        definition_index=bindparam("definition_index"),
+        visit=bindparam("visit"),
         status=status.STEP_PERFORMING,
-        started_at=now,
         pending_actions_count=0,
         unsuccessful_actions_count=0,
+        started_at=bindparam("started_at"),
+        created_at=bindparam("created_at"),
+        updated_at=bindparam("updated_at"),
     )
-    session.add(step)
-    session.flush()
-    data: dict[str, Any] = {"visit": visit} if visit > 1 else {}
-    history.record(session, action, "step_started", step_id=step.id, index=step.definition_index, **data)
-    broker.ready_after_commit(session, step.id)
-    return step
+    .returning(_steps.id)
+)
 
 
 def decrement(session: Session, step_id: int, count: int, failed: int) -> Step:
