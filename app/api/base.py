@@ -1,6 +1,6 @@
 """What every blueprint of the JSON API shares (``views``: actions, trees, lanes;
 ``schedule_views``: schedules and their commands): errors answered as JSON, the query
-string validated by a model of ``app.api.schemas``, times in UTC, and the CSRF token a
+string validated by a model of ``app.api.parameters``, times in UTC, and the CSRF token a
 signed-in session's commands need, carried by every answer."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from flask import Blueprint, g, jsonify, request
 from werkzeug.wrappers import Response
 
 from ..security import csrf
-from . import schemas
+from . import parameters
 
 
 class ApiError(Exception):
@@ -27,7 +27,7 @@ def api_error(error: ApiError) -> Response:
     return response
 
 
-def bad_parameter(error: schemas.BadParameter) -> Response:
+def bad_parameter(error: parameters.BadParameter) -> Response:
     return api_error(ApiError(400, "bad_parameter", str(error), parameter=error.name))
 
 
@@ -41,11 +41,11 @@ def csrf_header(response: Response) -> Response:
 def install(bp: Blueprint) -> None:
     """Answer ``bp``'s errors as JSON, and give its answers the CSRF header."""
     bp.register_error_handler(ApiError, api_error)
-    bp.register_error_handler(schemas.BadParameter, bad_parameter)
+    bp.register_error_handler(parameters.BadParameter, bad_parameter)
     bp.after_request(csrf_header)
 
 
-Q = TypeVar("Q", bound=schemas.Query)
+Q = TypeVar("Q", bound=parameters.Query)
 
 
 def query(model: type[Q]) -> Q:

@@ -1,5 +1,5 @@
 """The OpenAPI 3.1 document of the studio's JSON API and of the completion webhook, generated
-from the pydantic models that validate their input (``app.api.schemas``,
+from the pydantic models that validate their input (``app.api.parameters``, ``app.api.schemas``,
 ``app.webhooks.body``): the parameters and every schema come from the models; only each
 operation's summary and its refusals are written here (the schedules' in
 ``app.api.openapi_schedules``). ``GET /api/openapi.json`` serves it; tests check that it
@@ -20,7 +20,7 @@ import engine
 from ..schemas import Schemas
 from ..webhooks import body as webhook_body
 from ..webhooks import signal_body
-from . import openapi_schedules
+from . import openapi_schedules, parameters
 from . import schedule_schemas as schedule_api
 from . import schemas as api
 from .operation import BAD_PARAMETER, REF, Operation, error_response, json_content, ref
@@ -59,7 +59,7 @@ OPERATIONS = [
         "Actions matching the filters, newest first (a keyset page)",
         "actions",
         {"description": "One page", "content": json_content(ref(api.ActionPage))},
-        query=api.ActionQuery,
+        query=parameters.ActionQuery,
         refusals={"400": BAD_PARAMETER},
     ),
     Operation(
@@ -69,7 +69,7 @@ OPERATIONS = [
         "One action: its steps, parents, errors (tracebacks included) and the schedule that started it",
         "actions",
         {"description": "The action", "content": json_content(ref(api.ActionDetail))},
-        query=api.NoQuery,
+        query=parameters.NoQuery,
         refusals={"400": BAD_PARAMETER, "404": UNKNOWN},
         path_parameters=("action_id",),
     ),
@@ -80,7 +80,7 @@ OPERATIONS = [
         "The action and every action below it, nested",
         "actions",
         {"description": "The tree", "content": json_content(ref(api.Tree))},
-        query=api.NoQuery,
+        query=parameters.NoQuery,
         refusals={"400": BAD_PARAMETER, "404": UNKNOWN},
         path_parameters=("action_id",),
     ),
@@ -91,7 +91,7 @@ OPERATIONS = [
         "Lanes (performances) with their current action and queue length, newest first",
         "lanes",
         {"description": "One page", "content": json_content(ref(api.LanePage))},
-        query=api.LaneQuery,
+        query=parameters.LaneQuery,
         refusals={"400": BAD_PARAMETER},
     ),
     *openapi_schedules.OPERATIONS,

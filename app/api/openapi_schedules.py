@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from . import parameters
 from . import schedule_schemas as api
-from . import schemas
 from .operation import BAD_PARAMETER, Operation, json_content, ref
 
 UNKNOWN_SCHEDULE = "No such schedule (not_found): nothing was changed"
@@ -35,7 +35,7 @@ def schedule_command(verb: str, operation_id: str, summary: str, description: st
         summary,
         "schedules",
         {"description": description, "content": json_content(ref(api.ScheduleChanged))},
-        query=schemas.NoQuery,
+        query=parameters.NoQuery,
         refusals={"400": BAD_FIELD, "403": OPERATOR_ONLY, "404": UNKNOWN_SCHEDULE, "413": TOO_LARGE},
         path_parameters=("schedule_id",),
         extra={**COMMAND_SECURITY, **command_body(api.ScheduleCommand, {"reason": "maintenance"})},
@@ -50,7 +50,7 @@ OPERATIONS = [
         "Every schedule (the first 500 by name): rule, time zone, policies, next ticks, five last runs",
         "schedules",
         {"description": "The schedules", "content": json_content(ref(api.ScheduleList))},
-        query=schemas.NoQuery,
+        query=parameters.NoQuery,
         refusals={"400": BAD_PARAMETER},
     ),
     Operation(
@@ -63,7 +63,7 @@ OPERATIONS = [
             "description": "Created (Location: the schedule)",
             "content": json_content(ref(api.Schedule)),
         },
-        query=schemas.NoQuery,
+        query=parameters.NoQuery,
         refusals={
             "400": BAD_FIELD + "; a taken name is invalid_field name",
             "403": OPERATOR_ONLY,
@@ -95,7 +95,7 @@ OPERATIONS = [
         "One schedule with its next ticks and fifty last runs (the actions they started)",
         "schedules",
         {"description": "The schedule", "content": json_content(ref(api.Schedule))},
-        query=schemas.NoQuery,
+        query=parameters.NoQuery,
         refusals={"400": BAD_PARAMETER, "404": "No such schedule (not_found)"},
         path_parameters=("schedule_id",),
     ),
@@ -109,7 +109,7 @@ OPERATIONS = [
             "description": "Edited (changed: false when it was so already)",
             "content": json_content(ref(api.ScheduleEdited)),
         },
-        query=schemas.NoQuery,
+        query=parameters.NoQuery,
         refusals={
             "400": BAD_FIELD,
             "403": OPERATOR_ONLY,
@@ -135,7 +135,7 @@ OPERATIONS = [
         "Delete a schedule and its ticks (the actions it started stay; the audit keeps what it was)",
         "schedules",
         {"description": "Deleted", "content": json_content(ref(api.ScheduleDeleted))},
-        query=schemas.NoQuery,
+        query=parameters.NoQuery,
         refusals={"400": BAD_FIELD, "403": OPERATOR_ONLY, "404": UNKNOWN_SCHEDULE, "413": TOO_LARGE},
         path_parameters=("schedule_id",),
         extra={**COMMAND_SECURITY, **command_body(api.ScheduleCommand, {"reason": "retired"})},
@@ -159,7 +159,7 @@ OPERATIONS = [
             "description": "Triggered: the run and its invocation",
             "content": json_content(ref(api.ScheduleTriggered)),
         },
-        query=schemas.NoQuery,
+        query=parameters.NoQuery,
         refusals={
             "400": BAD_FIELD,
             "403": OPERATOR_ONLY,

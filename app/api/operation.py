@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from . import parameters
 from . import schemas as api
 
 REF = "#/components/schemas/{model}"
@@ -39,7 +40,7 @@ class Operation:
     summary: str
     tag: str
     answer: dict[str, Any]
-    query: type[api.Query] | None = None
+    query: type[parameters.Query] | None = None
     refusals: dict[str, str] = field(default_factory=dict)
     path_parameters: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)

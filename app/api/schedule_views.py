@@ -25,7 +25,7 @@ from ..schedules import queries as queries_schedules
 from ..schemas import finite_float, json_type, problems, refuse_constant
 from ..security import users
 from ..security.auth import current_user, requires
-from . import base, schedule_schemas, schemas
+from . import base, parameters, schedule_schemas
 from .base import ApiError, iso, query
 
 bp = Blueprint("api_schedules", __name__, url_prefix="/api/schedules")
@@ -149,7 +149,7 @@ def refused(error: schedules.ScheduleError) -> ApiError:
 @bp.get("")
 def schedules_list() -> Response:
     """Every schedule (the first 500 by name) with its next ticks and its five last runs."""
-    query(schemas.NoQuery)
+    query(parameters.NoQuery)
     found = queries_schedules.rows(db.session())
     return jsonify(
         schedules=[schedule_json(row) for row in found], truncated=len(found) >= queries_schedules.LIMIT
@@ -159,7 +159,7 @@ def schedules_list() -> Response:
 @bp.get("/<int:schedule_id>")
 def schedule(schedule_id: int) -> Response:
     """One schedule with its next ticks and its fifty last runs."""
-    query(schemas.NoQuery)
+    query(parameters.NoQuery)
     return jsonify(schedule_answer(schedule_id))
 
 
@@ -167,7 +167,7 @@ def schedule(schedule_id: int) -> Response:
 @requires(users.OPERATOR)
 def schedule_create() -> Response:
     """Create a schedule (as the Schedules page's form and `stepwise schedules create`)."""
-    query(schemas.NoQuery)
+    query(parameters.NoQuery)
     asked = body(schedule_schemas.ScheduleCreate)
     try:
         made = schedules.create(
@@ -197,7 +197,7 @@ def schedule_create() -> Response:
 @requires(users.OPERATOR)
 def schedule_edit(schedule_id: int) -> Response:
     """Change the fields given, the others stay; a new rule ticks from now (no back-fire)."""
-    query(schemas.NoQuery)
+    query(parameters.NoQuery)
     asked = body(schedule_schemas.ScheduleEdit)
     given = asked.model_fields_set
     name = named(schedule_id)
@@ -223,7 +223,7 @@ def schedule_edit(schedule_id: int) -> Response:
 
 
 def switch(schedule_id: int, command: Any) -> Response:
-    query(schemas.NoQuery)
+    query(parameters.NoQuery)
     asked = body(schedule_schemas.ScheduleCommand)
     name = named(schedule_id)
     try:
@@ -251,7 +251,7 @@ def schedule_resume(schedule_id: int) -> Response:
 @requires(users.OPERATOR)
 def schedule_trigger(schedule_id: int) -> Response:
     """Run its action now (a manual run), whatever its overlap policy and even while paused."""
-    query(schemas.NoQuery)
+    query(parameters.NoQuery)
     asked = body(schedule_schemas.ScheduleCommand)
     name = named(schedule_id)
     try:
@@ -269,7 +269,7 @@ def schedule_trigger(schedule_id: int) -> Response:
 @requires(users.OPERATOR)
 def schedule_delete(schedule_id: int) -> Response:
     """Delete it and its ticks (the actions it started stay; the audit keeps what it was)."""
-    query(schemas.NoQuery)
+    query(parameters.NoQuery)
     asked = body(schedule_schemas.ScheduleCommand)
     name = named(schedule_id)
     try:

@@ -5,7 +5,7 @@ routes (``app.api.openapi``; the schedules are ``app.api.schedule_views``).
 A signed-in session reaches it (a viewer is enough to read); without one every answer is
 401 JSON, never a redirect (``app.views.JSON_PATHS``). Lists are keyset pages, newest first: follow
 ``next`` (``before=<the last id>``), ``limit`` at most ``MAX_LIMIT``. The query string is
-validated by the models of ``app.api.schemas`` (the OpenAPI document's, too): a
+validated by the models of ``app.api.parameters`` (the OpenAPI document's, too): a
 parameter that is unknown or malformed is a 400 that names it.
 """
 
@@ -23,7 +23,7 @@ from engine.models import Action, ActionEvent, Invocation, Performance, Signal, 
 from ..action import queries_attempts, queries_signals
 from ..database import db
 from ..schedules import queries as queries_schedules
-from . import base, openapi
+from . import base, openapi, parameters
 from . import queries as queries_api
 from . import schemas as schemas
 from .base import ApiError, iso, query
@@ -32,7 +32,7 @@ bp = Blueprint("api", __name__, url_prefix="/api")
 
 #: Levels of a tree answer below the action asked for; deeper actions are cut off.
 MAX_TREE_DEPTH = 100
-MAX_LIMIT = schemas.MAX_LIMIT
+MAX_LIMIT = parameters.MAX_LIMIT
 
 base.install(bp)
 
@@ -200,7 +200,7 @@ def lane_json(lane: Performance, current: Action | None, queued: int) -> dict[st
 @bp.get("/actions")
 def actions() -> Response:
     """Actions matching the filters, newest first, one keyset page."""
-    asked = query(schemas.ActionQuery)
+    asked = query(parameters.ActionQuery)
     where = ActionFilter(
         status=asked.status,
         name=asked.name,
@@ -224,7 +224,7 @@ def actions() -> Response:
 def action(action_id: int) -> Response:
     """One action with its steps (and the children each waited on), its parents, every
     error in its history (tracebacks included) and the schedule tick that started it."""
-    query(schemas.NoQuery)
+    query(parameters.NoQuery)
     session = db.session()
     found = queries_api.action(session, action_id)
     if found is None:
@@ -268,7 +268,7 @@ def tree(action_id: int) -> Response:
     """The action and everything below it, nested: node -> steps -> children (nodes). An
     action reached a second time (reuse attached it twice) is shown once in full, then as
     ``{"id", "repeated": true}``."""
-    query(schemas.NoQuery)
+    query(parameters.NoQuery)
     session = db.session()
     found = queries_api.action(session, action_id)
     if found is None:
@@ -324,7 +324,7 @@ def nest(loaded: queries_api.Tree) -> tuple[dict[str, Any], bool]:
 @bp.get("/lanes")
 def lanes() -> Response:
     """Lanes (performances) with their current action and how many wait behind it."""
-    asked = query(schemas.LaneQuery)
+    asked = query(parameters.LaneQuery)
     where = queries_api.LaneFilter(concurrency_key=asked.concurrency_key, outbound=asked.outbound)
     session = db.session()
     page = queries_api.lanes_page(session, where, asked.before, asked.limit)
