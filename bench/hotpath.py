@@ -34,13 +34,14 @@ def run(url: str, trees: int, warmup: int, profile: str | None) -> list[tuple[st
     import engine
     from bench import workload
     from bench.workload import ACTIONS_PER_TREE, Tree
-    from engine import db, testing
+    from engine import config, db, testing
     from engine.action import Action
 
     common.create_schema(url)
     sa_engine = engine.configure(url, pool_size=2)
     workload.install_counters()
     testing.setup()
+    config.admit_children_here = True  # as in a worker: children admitted in-process (testing turns it off)
     logging.getLogger("stepwise").setLevel(logging.WARNING)
 
     def grow(count: int, first: int) -> None:

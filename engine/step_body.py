@@ -85,8 +85,11 @@ def _admit_here(invocation_ids: list[int]) -> list[int]:
     is retried (and its error recorded) alone."""
 
     def work(session: Session) -> None:
-        for invocation_id in invocation_ids:
-            admission.admit(session, invocation_id)
+        # The admitted actions are kept until the transition ends: each holds its actor,
+        # which keeps it in the session's (weak) identity map, so siblings on one actor
+        # read it once, not once each.
+        admitted = [admission.admit(session, invocation_id) for invocation_id in invocation_ids]
+        del admitted
 
     try:
         _, steps, more = group_commit.run(work)

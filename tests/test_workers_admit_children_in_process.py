@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 import engine
@@ -86,6 +86,32 @@ def test_a_child_never_admitted_in_process_is_sent_again_by_the_sweeper(session:
     with engine.new_session() as sweeping:
         report = sweeper.sweep(sweeping)
     assert report.admit == 3
+    testing.drain()
+    session.expire_all()
+    assert session.get_one(Car, car.id).mileage == 10
+
+
+def test_siblings_on_one_actor_admitted_together_read_the_actor_once(session: Session, car: Car) -> None:
+    # Given the trip's first step, which starts three drives on the same car
+    engine.later(car, "trip")
+    session.commit()
+    reads: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "FROM cars" in statement:
+            reads.append(statement)
+
+    # When the worker admits the root, runs its first body and admits the three children
+    bind = session.get_bind()
+    event.listen(bind, "before_cursor_execute", count)
+    try:
+        testing.perform_enqueued()  # the root's admission message
+    finally:
+        event.remove(bind, "before_cursor_execute", count)
+
+    # Then the car was read once to admit the root, once for its body (afresh, as every
+    # body), once for the three admissions together, and once for the first child's body
+    assert len(reads) == 4
     testing.drain()
     session.expire_all()
     assert session.get_one(Car, car.id).mileage == 10
