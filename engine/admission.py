@@ -12,8 +12,10 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import BigInteger, bindparam, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session, make_transient
+from sqlalchemy.orm.attributes import set_committed_value
 
 from . import achievement, arguments, clock, db, history, performance, registry, status
 from .action import Action, error_class, error_data, write_status
@@ -140,13 +142,47 @@ def _parent_action(session: Session, invocation: Invocation) -> Action | None:
 
 
 def _settle(session: Session, invocation: Invocation, outcome: str, action: Action | None) -> None:
+    """The invocation is settled with ``outcome``; one that became (or joined) ``action``
+    names it, and so does its parent step's edge to it. On PostgreSQL that is one
+    statement (the UPDATE and the edge's INSERT in one CTE), written now: the invocation
+    row is locked already, by ``admit``'s first read."""
+    now = clock.now()
+    if action is None or action.id is None or session.get_bind().dialect.name != "postgresql":
+        invocation.settled_at, invocation.outcome = now, outcome
+        if action is not None and action.id is not None:
+            invocation.action_id = action.id
+            if invocation.parent_step_id is not None:
+                link(session, invocation.parent_step_id, action.id)
+        return
+    values = {"settled_at": now, "outcome": outcome, "action_id": action.id}
+    session.connection().execute(_SETTLED_AND_LINKED, {"invocation_id": invocation.id, **values})
+    for name, value in values.items():
+        set_committed_value(invocation, name, value)
 
-    invocation.settled_at = clock.now()
-    invocation.outcome = outcome
-    if action is not None and action.id is not None:
-        invocation.action_id = action.id
-        if invocation.parent_step_id is not None:
-            link(session, invocation.parent_step_id, action.id)
+
+_invocations = Invocation.__table__.c
+_settled = (
+    update(Invocation.__table__)  # type: ignore[arg-type]
+    .where(_invocations.id == bindparam("invocation_id"))
+    .values(
+        settled_at=bindparam("settled_at"), outcome=bindparam("outcome"), action_id=bindparam("action_id")
+    )
+    .returning(_invocations.parent_step_id)
+    .cte("settled")
+)
+#: Settle an invocation as the action it became or joined, and link its parent step to
+#: that action (once): one statement on PostgreSQL.
+_SETTLED_AND_LINKED = (
+    pg_insert(step_actions)
+    .from_select(
+        ["parent_step_id", "child_action_id"],
+        select(_settled.c.parent_step_id, bindparam("action_id", type_=BigInteger)).where(
+            _settled.c.parent_step_id.is_not(None)
+        ),
+    )
+    .on_conflict_do_nothing(index_elements=["parent_step_id", "child_action_id"])
+    .add_cte(_settled)
+)
 
 
 def attach(session: Session, invocation: Invocation, existing: Action) -> Action:
