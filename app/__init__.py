@@ -25,7 +25,7 @@ import engine
 from engine import db as engine_db
 from engine.errors import ConfigurationError
 
-from .database import db, plan_for_values
+from .database import db
 
 log = logging.getLogger("stepwise.studio")
 
@@ -93,8 +93,6 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         # One database, one connection pool: the engine's jobs and commands run on the
         # studio's SQLAlchemy engine (on SQLite, configure() also sets its locking mode).
         engine.configure(db.engine)
-        # The studio's skewed filters need plans made for their values (app/database.py).
-        plan_for_values(db.engine)
 
     install_broker(app)
     import_modules(app.config["STEPWISE_IMPORTS"])

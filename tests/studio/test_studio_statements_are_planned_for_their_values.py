@@ -15,6 +15,7 @@ import pytest
 from flask import Flask
 from sqlalchemy import text
 
+import engine
 from app.database import db
 from tests.studio.support import StudioClient
 
@@ -45,3 +46,17 @@ def test_pages_requested_again_and_again_never_run_a_generic_plan(
     assert found, "the studio's statements are prepared (the engine's connections keep them)"
     assert [statement for statement, generic, _custom in found if generic] == []
     assert sum(custom for _statement, _generic, custom in found) > 0
+
+
+def test_the_engines_own_sessions_keep_postgresqls_default(app: Flask, operator_client: StudioClient) -> None:
+    # Given a studio request, on the pool the engine shares in the studio's process
+    assert operator_client.get("/").status_code == 200
+
+    # Then the studio's transactions plan for their values, and the engine's (its commands,
+    # the embedded worker of `stepwise serve`) keep the default: the setting ends with the
+    # studio's transaction, it is not left on the pooled connection
+    with app.app_context():
+        assert db.session.execute(text("SHOW plan_cache_mode")).scalar() == "force_custom_plan"
+        db.session.rollback()
+        with engine.new_session() as session:
+            assert session.execute(text("SHOW plan_cache_mode")).scalar() == "auto"
