@@ -6,7 +6,8 @@ failures over time (an inline SVG chart) and the oldest pending action per lane.
 Live figures are capped counts (``app.queries``) computed per request, so an approval that
 has waited ten seconds is already listed. The window's figures read more, so each is
 computed at most once per ``TTL`` (or its window's) in this process and shared by every
-request and every polling tab (the fragments poll only while the tab is visible).
+request and every polling tab (the fragments poll only while the tab is visible); the older
+bars of a day's or a week's chart, at most once per ``OLDER_BARS_TTL``.
 """
 
 from __future__ import annotations
