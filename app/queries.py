@@ -67,6 +67,20 @@ def achievement_count(session: Session, cap: int = CAP) -> Count:
     return capped_count(session, select(Achievement.id), cap)
 
 
+def starts_with(session: Session, key: Any, prefix: str) -> tuple[Any, ...]:
+    """The keys that start with ``prefix``, byte for byte: a range of the key's index
+    (``key >= p AND key < p + KEY_END``, which a collation may widen) and an exact check.
+    On PostgreSQL the check is ``starts_with``, estimated from the column's statistics: a
+    ``substr(key, 1, n) = p`` is estimated at 0.5% of any range, so a broad prefix read the
+    whole table and sorted it instead of the first entries of the index (2026-12-01, 20,000
+    achievements: 15 to 30 ms instead of 0.05 ms)."""
+    if session.get_bind().dialect.name == "postgresql":
+        exact = func.starts_with(key, prefix)
+    else:
+        exact = func.substr(key, 1, len(prefix)) == prefix
+    return key >= prefix, key < prefix + KEY_END, exact
+
+
 def keyset_page(
     session: Session,
     entity: type[T],
@@ -81,7 +95,7 @@ def keyset_page(
     after (None on the last page). Every page is a range scan of the key's index."""
     query = select(entity).order_by(key).limit(limit + 1)
     if prefix:
-        query = query.where(key >= prefix, key < prefix + KEY_END, func.substr(key, 1, len(prefix)) == prefix)
+        query = query.where(*starts_with(session, key, prefix))
     if after is not None:
         query = query.where(key > after)
     found = list(session.scalars(query))

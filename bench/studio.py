@@ -1,6 +1,7 @@
 """Studio at scale: the server time of the operators' pages with a million actions.
 
     .venv/bin/python bench/studio.py [--rows 1000000] [--repeat 20] [--keep-database]
+    .venv/bin/python bench/studio.py --database stepwise_studio_123_abcdef   # reuse a kept one
 
 Seeds ``--rows`` completed actions in realistic trees (bench/seed.py: several action
 names, 91% succeeded and the rest failed, cancelled, timed out or superseded, spread over
@@ -11,6 +12,11 @@ client, signed in as an operator, and times each page ``--repeat`` times in this
 
 A page the studio does not have yet (404) is skipped with a note, and a placeholder page
 ("not built yet") is timed but marked. The URLs are in ``PAGES`` below.
+
+``--keep-database`` keeps the seeded database (its name is printed), and ``--database NAME``
+times the pages on a database kept that way, without seeding (minutes) and without dropping
+it: to compare a change before and after on the same rows. Its seeded times move further
+into the past as it ages (the overview's windows hold fewer of them).
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ import argparse
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +98,11 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--repeat", type=int, default=20, help="timed requests per page (default 20)")
     parser.add_argument("--keep-database", action="store_true", help="keep the seeded database afterwards")
+    parser.add_argument(
+        "--database",
+        metavar="NAME",
+        help="time the pages on this database, kept by an earlier --keep-database run (no seeding, kept)",
+    )
     return parser.parse_args(argv)
 
 
@@ -146,6 +158,17 @@ def time_page(client: Any, url: str, repeat: int) -> tuple[list[float], int, boo
     return timings, response.status_code, placeholder
 
 
+@contextmanager
+def database(args: argparse.Namespace) -> Iterator[str]:
+    """The URL of the database to time: a fresh one (seeded by the caller), or ``--database``."""
+    if args.database:
+        say(f"database {args.database} (reused, not seeded, kept)")
+        yield common.url_of(args.database)
+        return
+    with common.fresh_database("stepwise_studio", keep=args.keep_database) as url:
+        yield url
+
+
 def main(argv: list[str] | None = None) -> None:
     args = arguments(argv)
     try:
@@ -155,9 +178,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     say(common.machine())
     rows: list[tuple[str, ...]] = []
-    with common.fresh_database("stepwise_studio", keep=args.keep_database) as database_url:
-        common.create_schema(database_url)
-        seeded = seed.seed(database_url, args.rows, names=seed.STUDIO_NAMES, live=True)
+    summary = f"reused database {args.database} (seeded by an earlier run)"
+    with database(args) as database_url:
+        if not args.database:
+            common.create_schema(database_url)
+            summary = seed.seed(database_url, args.rows, names=seed.STUDIO_NAMES, live=True).summary()
         ids = seeded_ids(database_url)
         app, client = studio(database_url)
         try:
@@ -181,14 +206,14 @@ def main(argv: list[str] | None = None) -> None:
 
                 db.session.remove()
                 db.engine.dispose()
+    on = args.database or f"{args.rows} seeded actions"
     table(
-        f"Studio: server time per page with {args.rows} seeded actions, {args.repeat} requests each "
-        f"({common.machine()})",
+        f"Studio: server time per page with {on}, {args.repeat} requests each ({common.machine()})",
         rows,
         header=("page", "p50 ms", "p95 ms", "URL -> status"),
         values=2,
     )
-    print(f"\n{seeded.summary()}")
+    print(f"\n{summary}")
     print("targets: p95 < 150 ms per page, < 300 ms for the 1,000-node tree; page 100 as fast as page 1")
 
 

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from engine import clock, status
 from engine.models import Action, Invocation, Performance, Step
 
-from ..queries import KEY_END, keyset_page
+from ..queries import keyset_page, starts_with
 from .queries_deadlocks import deadlocks_among
 from .reasons import CHILDREN_SHOWN, Reason, progress, timeout
 
@@ -106,7 +106,7 @@ def lanes(
         query = query.outerjoin(queued, queued.c.lane_id == Performance.id)
     if prefix:
         key = Performance.concurrency_key
-        query = query.where(key >= prefix, key < prefix + KEY_END, func.substr(key, 1, len(prefix)) == prefix)
+        query = query.where(*starts_with(session, key, prefix))
     by_wait = (queued.c.oldest.is_(None), queued.c.oldest, Performance.concurrency_key)
     if sort == QUEUE:
         query = query.order_by(func.coalesce(queued.c.queued, 0).desc(), *by_wait)

@@ -80,6 +80,10 @@ class Chart:
     width: int = 0
     height: int = 0
     statuses: tuple[str, ...] = field(default=CHART_STATUSES)
+    #: When the bars before the last ``recent_bars`` were read, if they were read apart
+    #: (the older bars of a long window are reused for longer: app/overview/views.py).
+    older_at: datetime | None = None
+    recent_bars: int = 0
 
     @property
     def total(self) -> int:

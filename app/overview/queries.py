@@ -75,15 +75,17 @@ def bucket_expression(session: Session, seconds: int) -> Any:
 
 def throughput(session: Session, now: datetime, buckets: int, seconds: int) -> list[Bucket]:
     """Completions by status in ``buckets`` consecutive buckets of ``seconds`` each, the last
-    one holding ``now``: one aggregate over a range of ``ix_stepwise_actions_completed_at``."""
+    one holding ``now``: one aggregate over a range of ``ix_stepwise_actions_completed_at``
+    (bounded above too, so the older bars of a window are read without the newest)."""
     epoch = datetime(1970, 1, 1)
     last = int((now - epoch).total_seconds()) // seconds
     first = last - buckets + 1
     since = epoch + timedelta(seconds=first * seconds)
+    until = epoch + timedelta(seconds=(last + 1) * seconds)
     number = bucket_expression(session, seconds)
     rows = session.execute(
         select(number.label("n"), Action.status, func.count())
-        .where(Action.completed_at >= since, Action.completed_at.is_not(None))
+        .where(Action.completed_at >= since, Action.completed_at < until, Action.completed_at.is_not(None))
         .group_by(literal_column("n"), Action.status)
     ).all()
     counts: dict[int, dict[str, int]] = {}

@@ -155,3 +155,35 @@ def test_an_empty_window_says_nothing_completed(viewer_client: StudioClient) -> 
     assert figure(page.text, "completed") == 0
     assert bars(page.text) == []
     assert "Nothing completed in the last hour." in page.text
+
+
+def test_the_older_bars_of_long_windows_are_reused_for_an_hour_and_say_so(
+    viewer_client: StudioClient, car: Car
+) -> None:
+    # Given a breakdown two days ago, on the week's chart
+    engine.define(Car, "breakdown")
+    testing.freeze(NOW - timedelta(days=2))
+    with testing.handle_exceptions():
+        broken = engine.now(car, "breakdown")
+    testing.travel(timedelta(days=2))
+    week = viewer_client.get("/?window=7d").text
+    assert figure(week, "failures") == 1
+    assert "· updated 0ms ago, bars before the last 2: 0ms ago" in week
+
+    # When it is retried (it fails again, now) and the week's 10 minutes of reuse are over
+    assert engine.commands.retry(broken.id)
+    with testing.handle_exceptions():
+        testing.drain()
+    testing.travel(timedelta(minutes=11))
+
+    # Then the last two bars are read again, and the older ones are still those of 11
+    # minutes ago (the breakdown counts in its old bar too), as the chart says
+    week = viewer_client.get("/?window=7d").text
+    assert figure(week, "failures") == 2
+    assert "· updated 0ms ago, bars before the last 2: 11m 00s ago" in week
+    assert "completions updated 0ms ago (the older ones 11m 00s ago)" in week
+    # And after an hour every bar is read again
+    testing.travel(timedelta(minutes=50))
+    assert figure(viewer_client.get("/?window=7d").text, "failures") == 1
+    # While the last hour's bars (a minute each) are read again as a whole
+    assert "bars before the last" not in viewer_client.get("/").text
