@@ -217,13 +217,18 @@ class QueryLog:
         return [s for s in self.statements if re.search(rf"\b{table}\b", s)]
 
 
+#: Transaction control and settings: not counted as queries.
+NOT_QUERIES = ("PRAGMA", "BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "SET LOCAL")
+
+
 @contextmanager
 def counting_queries(sa_engine: Engine) -> Iterator[QueryLog]:
-    """Every statement ``sa_engine`` executes inside the block (a SQLAlchemy event)."""
+    """Every statement ``sa_engine`` executes inside the block (a SQLAlchemy event), but
+    transaction control and settings (the studio's ``SET LOCAL plan_cache_mode``)."""
     log = QueryLog([])
 
     def count(conn: object, cursor: object, statement: str, *args: object) -> None:
-        if not statement.lstrip().upper().startswith(("PRAGMA", "BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT")):
+        if not statement.lstrip().upper().startswith(NOT_QUERIES):
             log.statements.append(statement)
 
     event.listen(sa_engine, "before_cursor_execute", count)
