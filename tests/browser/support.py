@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page, Response
+    from playwright.sync_api import Locator, Page, Response
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Debian's Chromium (scripts/test installs it); never a browser downloaded by Playwright.
@@ -95,3 +95,8 @@ def screenshot(page: Page, name: str) -> list[Path]:
         taken.append(path)
     page.emulate_media(color_scheme="light")
     return taken
+
+
+def status_badge(page: Page) -> Locator:
+    """The status of the action whose page this is: the badge of its summary."""
+    return page.get_by_role("region", name="Summary").locator(".badge[class*='status-']").first

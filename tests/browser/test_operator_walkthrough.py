@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from tests.browser.support import Studio, playwright_api, require_built
+from tests.browser.support import Studio, playwright_api, require_built, status_badge
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Locator, Page
+    from playwright.sync_api import Page
 
 expect = playwright_api().expect
 
@@ -39,11 +39,6 @@ els => els.map(li => {
 def link_to(action_id: int) -> str:
     """A CSS selector of the links to action ``action_id``'s page."""
     return f'a[href$="/actions/{action_id}"]'
-
-
-def status_badge(page: Page) -> Locator:
-    """The status of the action whose page this is: the badge of its summary."""
-    return page.get_by_role("region", name="Summary").locator(".badge[class*='status-']").first
 
 
 def test_the_overview_shows_counts_by_status_and_links_to_the_failed_actions(

@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from tests.browser.support import Studio, playwright_api
+from tests.browser.support import Studio, playwright_api, status_badge
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Locator, Page
+    from playwright.sync_api import Page
 
 expect = playwright_api().expect
 
@@ -23,10 +23,6 @@ expect = playwright_api().expect
 #: show through htmx polling: how long a test waits for them.
 LIVE_MS = 20_000
 ERROR = "tests.browser.workflows.WarehouseOffline"
-
-
-def status_badge(page: Page) -> Locator:
-    return page.get_by_role("region", name="Summary").locator(".badge[class*='status-']").first
 
 
 def test_approving_from_the_overviews_waiting_list(page: Page, studio: Studio) -> None:

@@ -12,20 +12,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tests.browser.support import Studio, playwright_api
+from tests.browser.support import Studio, playwright_api, status_badge
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Locator, Page
+    from playwright.sync_api import Page
 
 expect = playwright_api().expect
 
 #: Retried trees run on the studio's in-process worker (the warehouse answers in 2 s).
 LIVE_MS = 20_000
 ERROR = "tests.browser.workflows.WarehouseBusy"
-
-
-def status_badge(page: Page) -> Locator:
-    return page.get_by_role("region", name="Summary").locator(".badge[class*='status-']").first
 
 
 def test_select_all_ticks_the_page_and_retry_selected_retries_those_rows(page: Page, studio: Studio) -> None:
