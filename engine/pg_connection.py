@@ -76,9 +76,6 @@ class Description(Sequence[Column]):
     def __getitem__(self, index: int | slice) -> Column | list[Column]:
         return self._built()[index]
 
-    def __eq__(self, other: object) -> bool:
-        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
-
     def __repr__(self) -> str:
         return repr(self._built())
 
