@@ -266,6 +266,7 @@ def write_status(
     only_from: frozenset[str] | None = None,
     joined: Callable[[Update], Executable] | None = None,
     joined_parameters: dict[str, Any] | None = None,
+    joined_rows: list[Any] | None = None,
     **values: Any,
 ) -> bool:
     """Move ``action`` to ``to`` if the diagram allows it from its current stored status
@@ -274,7 +275,8 @@ def write_status(
     One guarded UPDATE: it matches nothing when another transaction completed the action
     first, and then this returns False and changes nothing. ``joined`` wraps that UPDATE
     in one statement that also does more (a PostgreSQL data-modifying CTE) and returns
-    one row per action updated; ``joined_parameters`` are its own parameters."""
+    one row per action updated; ``joined_parameters`` are its own parameters, and its rows
+    are added to ``joined_rows`` when given."""
     sources = status.sources_of(to) if only_from is None else status.sources_of(to) & only_from
     if not sources:
         raise InvalidTransition(f"no status may move to {to!r}")
@@ -284,7 +286,10 @@ def write_status(
     parameters.update(action_id=action.id, now=now)
     if joined is not None:
         parameters.update(joined_parameters or {})
-        matched = len(session.connection().execute(joined(statement), parameters).all())
+        rows = session.connection().execute(joined(statement), parameters).all()
+        matched = len(rows)
+        if joined_rows is not None:
+            joined_rows.extend(rows)
     else:
         matched = session.connection().execute(statement, parameters).rowcount
     if matched != 1:

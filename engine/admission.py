@@ -17,7 +17,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session, make_transient
 from sqlalchemy.orm.attributes import set_committed_value
 
-from . import achievement, arguments, clock, db, history, performance, registry, status
+from . import achievement, arguments, clock, db, founding, history, performance, registry, status
 from .action import Action, error_class, error_data, write_status
 from .completion import conclude, perform
 from .config import handles, run_user_code
@@ -114,7 +114,7 @@ def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | N
         return settle_unadmitted(session, invocation, candidate, candidate.status)
 
     result = obtain_for(session, candidate, invocation, parent_action)
-    if result is candidate and candidate.id is not None:
+    if result is candidate and candidate.id is not None and invocation.settled_at is None:
         _settle(session, invocation, "admitted", candidate)
     return result
 
@@ -250,6 +250,10 @@ def obtain_for(
             invocation.checksum_key = candidate.checksum_key
             return settle_unadmitted(session, invocation, candidate, "skipped")
         if lane is None:
+            if session.get_bind().dialect.name == "postgresql":
+                if founding.found(session, candidate, invocation):
+                    return candidate
+                continue  # another admission founded the lane meanwhile: lock it
             session.add(candidate)
             session.flush()
             lane_id = performance.create(session, candidate)

@@ -13,7 +13,7 @@ actions; an action completes at most once (invariant 2) and counters never stran
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -197,18 +197,35 @@ def finalize(
     unperformed_steps: bool = True,
     only_from: frozenset[str] | None = None,
     result: Any = None,
+    closing: Lane | None = None,
 ) -> bool:
     """Complete ``action`` with status ``to`` once: run its after-callbacks, leave its lane,
     close the steps whose body never ran (``unperformed_steps=False``: it has none), grant
     its achievement, and conclude the parent steps waiting on it. ``result`` (stored form)
     becomes its result when given. False when the action was already completed, or its
-    stored status is not in ``only_from`` (nothing changes then)."""
+    stored status is not in ``only_from`` (nothing changes then). ``closing`` (PostgreSQL,
+    the action being its lane's current one) removes the lane in the same statement as
+    the status when no other member is left, and says whether it did."""
     if to not in status.COMPLETIONS:
         raise InvalidTransition(f"actions complete as one of {sorted(status.COMPLETIONS)}, not {to!r}")
     values: dict[str, Any] = {"completed_at": clock.now()}
     if result is not None:
         values["result"] = result
-    if not write_status(session, action, to, only_from, **values):
+    if closing is not None:
+        joined_parameters = {"c_lane_id": closing.lane.id, "c_key": closing.lane.concurrency_key}
+        joined_parameters["c_completing_id"] = action.id
+        if not write_status(
+            session,
+            action,
+            to,
+            only_from,
+            joined=performance.closing,
+            joined_parameters=joined_parameters,
+            joined_rows=closing.rows,
+            **values,
+        ):
+            return False
+    elif not write_status(session, action, to, only_from, **values):
         return False
     if error is not None:
         action.record_error(error)
@@ -275,6 +292,8 @@ def forward(
             session, completing, to, cause=cause, by=by, note=note, error=error, only_from=only_from
         ):
             return
+    current = lane is not None and completing.id == lane.action_id
+    closing = Lane(lane) if current and lane is not None and _on_postgres(session) else None
     completed = finalize(
         session,
         completing,
@@ -286,21 +305,43 @@ def forward(
         unperformed_steps=unperformed_steps,
         only_from=only_from,
         result=result,
+        closing=closing,
     )
     if not completed:
         return  # completed meanwhile: whoever did moved the lane on
     if lane is None:
         return  # not in a lane (it should be): completed all the same rather than stranded
-    if completing.id != lane.action_id:
+    if not current:
         return  # a queued action left the lane; the current one keeps it
     parameters = {"key": lane.concurrency_key, "completing_id": completing.id}
-    if performance.close_if_empty(session, lane, completing.id):
+    if closing is not None:
+        if closing.closed:
+            session.expunge(lane)
+            return
+    elif performance.close_if_empty(session, lane, completing.id):
         return
     upcoming = session.scalars(_UPCOMING, parameters).one()
     set_current(lane, upcoming)
     session.flush()
     if upcoming.status == status.PENDING:
         perform(session, upcoming)
+
+
+@dataclass
+class Lane:
+    """The lane of an action completing as its current one, to be removed with the
+    completion's own statement if no other member is left (``finalize``)."""
+
+    lane: Performance
+    rows: list[Any] = field(default_factory=list)
+
+    @property
+    def closed(self) -> bool:
+        return any(row[1] is not None for row in self.rows)
+
+
+def _on_postgres(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
 
 
 #: The lane's next action: the oldest incomplete one after the completing one.

@@ -16,7 +16,7 @@ from sqlalchemy import BigInteger, String, Table, select
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from . import unnest
+from . import recordset
 from .db import Base
 
 #: The counters, with the HELP line of each. ``count`` refuses any other name.
@@ -97,7 +97,7 @@ def _add(session: Session, increments: list[tuple[str, str, int]]) -> None:
         return
     connection = session.connection()
     if connection.dialect.name == "postgresql":
-        unnest.insert(connection, COUNTER_TABLE, rows, on_conflict=_ADD)  # one text, any rows
+        recordset.insert(connection, COUNTER_TABLE, rows, on_conflict=_ADD)  # one text, any rows
         return
     statement = sqlite.insert(COUNTER_TABLE).values(rows)
     statement = statement.on_conflict_do_update(

@@ -2,7 +2,7 @@
 
 Every state change lands here with its cause (invariant 7): the data behind the studio's
 trace and timeline. A transaction's events are kept in its session and written together,
-in one INSERT (from arrays on PostgreSQL: engine/unnest.py), just before it commits (or
+in one INSERT (one JSON parameter on PostgreSQL: engine/recordset.py), just before it commits (or
 earlier, by ``write_pending``); a rollback drops them with the rest of the transaction.
 """
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import JSON, BigInteger, Index, String, Table, event, insert
 from sqlalchemy.orm import Mapped, Session, SessionTransaction, mapped_column
 
-from . import clock, counter, db, unnest
+from . import clock, counter, db, recordset
 from .db import Base, Id
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def write_pending(session: Session) -> None:
     if pending:
         connection = session.connection()
         if connection.dialect.name == "postgresql":
-            unnest.insert(connection, EVENTS, pending)  # one text for any number of events
+            recordset.insert(connection, EVENTS, pending)  # one text for any number of events
         else:
             connection.execute(insert(EVENTS), pending)
         counter.count_events(session, pending)  # completions, retries, recoveries: one statement

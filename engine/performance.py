@@ -9,7 +9,20 @@ from __future__ import annotations
 
 import functools
 
-from sqlalchemy import BigInteger, Index, Insert, String, bindparam, delete, exists, select, text
+from sqlalchemy import (
+    BigInteger,
+    Executable,
+    Index,
+    Insert,
+    String,
+    Update,
+    bindparam,
+    delete,
+    exists,
+    select,
+    text,
+    true,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
@@ -136,6 +149,34 @@ _CLOSE = (
     )
     .returning(Performance.__table__.c.id)
 )
+
+
+@functools.cache  # one per guarded UPDATE, itself built once (action._status_update)
+def closing(guarded: Update) -> Executable:
+    """PostgreSQL: ``guarded`` (the UPDATE that completes the lane's current action) and,
+    when it matched, ``close_if_empty``'s DELETE of the lane, in one statement
+    (data-modifying CTEs): one row per action updated, (its id, the lane's id if the lane
+    was removed). Parameters: ``c_lane_id``, ``c_key``, ``c_completing_id``. The lane's
+    other members are read as of the statement's start, when the completing action is
+    still incomplete: it is left out by its id, as ``close_if_empty`` leaves it out."""
+    completed = guarded.returning(guarded.table.c.id).cte("completed")
+    closed = (
+        delete(Performance)
+        .where(
+            Performance.id == bindparam("c_lane_id"),
+            exists(select(completed.c.id)),
+            ~exists().where(
+                _members.concurrency_key == bindparam("c_key"),
+                _members.status.in_(status.INCOMPLETE),
+                _members.id != bindparam("c_completing_id"),
+            ),
+        )
+        .returning(Performance.__table__.c.id)
+        .cte("closed")
+    )
+    return select(completed.c.id, closed.c.id.label("closed_lane_id")).select_from(
+        completed.outerjoin(closed, true())
+    )
 
 
 def outbound_lane(session: Session, tenancy_key: str) -> Performance | None:

@@ -77,6 +77,11 @@ def action_status(action_id: int) -> str:
         return found.status
 
 
+#: The statement that closes the completed action's lane: on PostgreSQL it is the one that
+#: completes the action (engine/performance.py ``closing``), on SQLite one of its own.
+LANE_CLOSED = {"postgresql": "WITH completed AS", "sqlite": "DELETE FROM stepwise_performances"}
+
+
 @contextmanager
 def failing_once(sa_engine: Engine, statement: str, sqlstate: str = "40P01") -> Iterator[list[str]]:
     """The first statement starting with ``statement`` fails as the database would fail
@@ -136,7 +141,7 @@ def test_a_completion_retried_after_a_deadlock_commits_the_callers_changes_with_
     make_callers_changes(session, car)
 
     # When the engine's work fails once, as a deadlock victim's would, and is retried
-    with failing_once(database, "DELETE FROM stepwise_performances") as failed:
+    with failing_once(database, LANE_CLOSED[database.dialect.name]) as failed:
         result = complete(session, car, painting)
 
     # Then the completion happened once, and the caller's changes were committed with it
@@ -173,7 +178,7 @@ def test_an_error_that_is_not_retried_leaves_the_callers_changes_in_their_sessio
 
     # When the engine's work fails with an error that running it again would not cure
     with (
-        failing_once(database, "DELETE FROM stepwise_performances", sqlstate="23505"),
+        failing_once(database, LANE_CLOSED[database.dialect.name], sqlstate="23505"),
         pytest.raises(IntegrityError),
     ):
         engine.complete_action(painting, session=session)

@@ -1,5 +1,5 @@
-"""Set-based writes (engine/unnest.py): on PostgreSQL a batch of rows is one INSERT from
-arrays, whose text is the same whatever the number of rows; NULLs, JSON and the order of
+"""Set-based writes (engine/recordset.py): on PostgreSQL a batch of rows is one INSERT from
+one JSON parameter, whose text is the same whatever the number of rows; NULLs, JSON and the order of
 the rows arrive as given. The history and the counters are written this way."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import event, select
 from sqlalchemy.engine import Engine
 
-from engine import counter, db, history, unnest
+from engine import counter, db, history, recordset
 from engine.history import EVENTS
 
 pytestmark = pytest.mark.postgresql_only
@@ -44,7 +44,7 @@ def test_rows_of_every_batch_size_arrive_as_given_in_one_statement_text(backend:
     try:
         for n in (1, 3, 64):
             with db.transaction() as session:
-                unnest.insert(session.connection(), EVENTS, rows(n))
+                recordset.insert(session.connection(), EVENTS, rows(n))
     finally:
         event.remove(backend, "before_cursor_execute", seen)
     assert len(texts) == 1
