@@ -243,6 +243,11 @@ def obtain_for(
     status."""
 
     key = candidate.concurrency_key
+    on_postgres = session.get_bind().dialect.name == "postgresql"
+    if on_postgres and candidate.checksum is None and founding.found(session, candidate, invocation):
+        # Its lane did not exist: founded without reading it first (no achievement to
+        # look up without a checksum). When it exists, nothing was written: lock it.
+        return candidate
     while True:
         lane = performance.lock(session, key)
         if achievement.exists(session, candidate.checksum_key, candidate.checksum):
@@ -250,7 +255,7 @@ def obtain_for(
             invocation.checksum_key = candidate.checksum_key
             return settle_unadmitted(session, invocation, candidate, "skipped")
         if lane is None:
-            if session.get_bind().dialect.name == "postgresql":
+            if on_postgres:
                 if founding.found(session, candidate, invocation):
                     return candidate
                 continue  # another admission founded the lane meanwhile: lock it

@@ -1,8 +1,9 @@
-"""On PostgreSQL an invocation whose lane does not exist founds it in one statement
-(engine/founding.py): the lane, the action already performing, its first step and its
-settled invocation. When another admission founded that lane after this one looked for it,
-the statement writes nothing at all, and the invocation queues in the existing lane as
-usual: no second performing action, no stray row."""
+"""On PostgreSQL an invocation without a checksum first tries to found its lane, in one
+statement (engine/founding.py): the lane, the action already performing, its first step
+and its settled invocation. When the lane exists (founded long ago, or by another
+admission after this one looked for it), that statement writes nothing at all, and the
+invocation queues in the existing lane as usual: no second performing action, no stray
+row."""
 
 from __future__ import annotations
 
@@ -25,14 +26,6 @@ def does_nothing(car: Car, *args: object) -> None:
     pass
 
 
-def action_of(session: Session, invocation_id: int) -> engine.Action:
-    invocation = session.get(Invocation, invocation_id)
-    assert invocation is not None and invocation.action_id is not None
-    action = session.get(engine.Action, invocation.action_id)
-    assert action is not None
-    return action
-
-
 def count(session: Session, model: Any) -> int:
     return session.scalar(select(func.count()).select_from(model)) or 0
 
@@ -46,7 +39,8 @@ def test_an_admission_that_finds_its_lane_founded_meanwhile_queues_in_it(
     session.commit()
     testing.drain()
 
-    # When the next admission reads no lane (as when the founder had not yet committed)
+    # When another invocation comes for the same lane, and (the second time) its admission
+    # reads no lane at first, as when the founder had not yet committed
     real_lock = performance.lock
     reads: list[str] = []
 
@@ -54,23 +48,36 @@ def test_an_admission_that_finds_its_lane_founded_meanwhile_queues_in_it(
         reads.append(key)
         return None if len(reads) == 1 else real_lock(session, key)
 
-    monkeypatch.setattr(performance, "lock", lock_unseen_once)
     second = engine.later(car, "paint")
+    session.commit()
+    testing.drain()
+    monkeypatch.setattr(performance, "lock", lock_unseen_once)
+    third = engine.later(car, "paint")
     session.commit()
     testing.drain()
 
     # Then founding the lane wrote nothing, and the invocation queued behind the first
     session.expire_all()
     assert reads == ["booth", "booth"]
-    first_action, second_action = (action_of(session, invocation.id) for invocation in (first, second))
+    first_action, second_action, third_action = session.scalars(
+        select(engine.Action).order_by(engine.Action.id)
+    ).all()
     assert first_action.status == status.PERFORMING
-    assert second_action.status == status.PENDING
+    assert second_action.status == status.SUPERSEDED  # by the third, as any queued work
+    assert third_action.status == status.PENDING
     lanes = session.scalars(select(engine.Performance)).all()
     assert [(lane.concurrency_key, lane.action_id) for lane in lanes] == [("booth", first_action.id)]
-    assert count(session, engine.Action) == 2
-    # (the founding statement took an id from the sequence, then wrote nothing with it)
-    assert second_action.id == first_action.id + 2
-    assert count(session, Step) == 1  # the first action's: the queued one has none yet
-    settled = session.get(Invocation, second.id)
-    assert settled is not None and settled.settled_at is not None
-    assert (settled.outcome, settled.action_id) == ("admitted", second_action.id)
+    assert count(session, engine.Action) == 3
+    # (each founding statement took an id from the sequence, then wrote nothing with it:
+    # once for the second, twice for the third)
+    assert (second_action.id, third_action.id) == (first_action.id + 2, first_action.id + 5)
+    assert count(session, Step) == 1  # the first action's: the queued ones have none
+    assert second_action.superseded_by_id == third_action.id
+    for invocation in (first, second, third):  # each settled; both later ones wait on the third
+        settled = session.get(Invocation, invocation.id)
+        assert settled is not None and settled.settled_at is not None and settled.outcome == "admitted"
+    assert [session.get(Invocation, i.id).action_id for i in (first, second, third)] == [  # type: ignore[union-attr]
+        first_action.id,
+        third_action.id,
+        third_action.id,
+    ]
