@@ -243,11 +243,11 @@ def obtain_for(
     status."""
 
     key = candidate.concurrency_key
+    # The lane is read (and locked) before founding it, never founded blind: a lane whose
+    # last action is completing is locked by that transaction, and waiting for it here is
+    # what makes the next action's start come after that completion (its ``started_at``
+    # is taken after the wait, by ``founding.found``).
     on_postgres = session.get_bind().dialect.name == "postgresql"
-    if on_postgres and candidate.checksum is None and founding.found(session, candidate, invocation):
-        # Its lane did not exist: founded without reading it first (no achievement to
-        # look up without a checksum). When it exists, nothing was written: lock it.
-        return candidate
     while True:
         lane = performance.lock(session, key)
         if achievement.exists(session, candidate.checksum_key, candidate.checksum):
