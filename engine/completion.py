@@ -19,7 +19,6 @@ from typing import Any
 
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.util import identity_key
 
 from . import achievement, advancing, broker, clock, compensating, concluding, history, performance, status
 from .action import Action, error_data, write_status
@@ -80,8 +79,6 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
     """A step of ``action`` concluded: fail the action, start the next step (or the one
     its body decided on), or complete it (an outbound action stays performing until
     something completes it)."""
-    if _ends_unlocked(session, action, step):
-        return _succeed(session, action, step)
     lane = performance.lock(session, action.concurrency_key)
     if action.compensations_count and action.status == status.PERFORMING:
         session.refresh(action, ["status"])  # a cancel or a timeout may have begun compensating
@@ -139,53 +136,6 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
         session.refresh(action, ["status"])
         if action.status == status.PERFORMING:
             history.record(session, action, "awaiting_completion")
-
-
-def _ends_unlocked(session: Session, action: Action, step: Step) -> bool:
-    """Whether this step ends its action the common way, which needs the lane only to
-    leave it: the last step of a performing action (not outbound, without compensations),
-    succeeded without a decision. On PostgreSQL its lane's lock is then taken by the
-    statement that completes it (``performance.locking_and_closing``) instead of a read of
-    its own."""
-    if (
-        action.status != status.PERFORMING
-        or action.compensations_count
-        or action.outbound
-        or step.status == status.STEP_FAILED
-        or step.decision
-        or not _on_postgres(session)
-    ):
-        return False
-    try:
-        return len(action.definition.all_steps()) <= action.current_step_index + 1
-    except (ActorNotFound, UnknownAction, ArgumentError):
-        return False  # the general path fails it as changed by a deploy
-
-
-def _succeed(session: Session, action: Action, step: Step) -> None:
-    """Complete ``action`` as succeeded with its last step's result, locking and leaving
-    its lane in the completion's statement, and move the lane on if others wait in it."""
-    closing = Lane(action.concurrency_key)
-    if not finalize(
-        session,
-        action,
-        status.SUCCEEDED,
-        unperformed_steps=False,
-        only_from=_PERFORMING,
-        result=step.result,
-        closing=closing,
-    ):
-        return  # completed meanwhile (a timeout, a cancel): whoever did moved the lane on
-    if closing.closed:
-        stale = session.identity_map.get(identity_key(Performance, closing.lane_id))
-        if stale is not None:
-            session.expunge(stale)
-        return
-    if closing.current_id != action.id:
-        return  # no lane, or another action holds it: completed all the same
-    lane = performance.lock(session, action.concurrency_key)  # held already: no wait
-    if lane is not None:
-        _advance(session, lane, action)
 
 
 def _decided(
@@ -262,18 +212,19 @@ def finalize(
     if result is not None:
         values["result"] = result
     if closing is not None:
+        joined_parameters = {"c_lane_id": closing.lane.id, "c_key": closing.lane.concurrency_key}
+        joined_parameters["c_completing_id"] = action.id
         if not write_status(
             session,
             action,
             to,
             only_from,
-            joined=performance.closing if closing.lane_id is not None else performance.locking_and_closing,
-            joined_parameters=closing.parameters(action.id),
+            joined=performance.closing,
+            joined_parameters=joined_parameters,
             joined_rows=closing.rows,
             **values,
         ):
             return False
-        closing.read()
     elif not write_status(session, action, to, only_from, **values):
         return False
     if error is not None:
@@ -342,11 +293,7 @@ def forward(
         ):
             return
     current = lane is not None and completing.id == lane.action_id
-    closing = (
-        Lane(lane.concurrency_key, lane.id)
-        if current and lane is not None and _on_postgres(session)
-        else None
-    )
+    closing = Lane(lane) if current and lane is not None and _on_postgres(session) else None
     completed = finalize(
         session,
         completing,
@@ -366,19 +313,13 @@ def forward(
         return  # not in a lane (it should be): completed all the same rather than stranded
     if not current:
         return  # a queued action left the lane; the current one keeps it
+    parameters = {"key": lane.concurrency_key, "completing_id": completing.id}
     if closing is not None:
         if closing.closed:
             session.expunge(lane)
             return
     elif performance.close_if_empty(session, lane, completing.id):
         return
-    _advance(session, lane, completing)
-
-
-def _advance(session: Session, lane: Performance, completing: Action) -> None:
-    """The lane's current action completed and others are left: the oldest becomes
-    current, and performs if it was pending."""
-    parameters = {"key": lane.concurrency_key, "completing_id": completing.id}
     upcoming = session.scalars(_UPCOMING, parameters).one()
     set_current(lane, upcoming)
     session.flush()
@@ -389,29 +330,14 @@ def _advance(session: Session, lane: Performance, completing: Action) -> None:
 @dataclass
 class Lane:
     """The lane of an action completing as its current one, to be removed with the
-    completion's own statement if no other member is left (``finalize``). Without
-    ``lane_id`` the lane is not locked yet: that statement locks it first, and tells its id
-    and its current action."""
+    completion's own statement if no other member is left (``finalize``)."""
 
-    key: str | None
-    lane_id: int | None = None
-    current_id: int | None = None
+    lane: Performance
     rows: list[Any] = field(default_factory=list)
 
     @property
     def closed(self) -> bool:
         return any(row[1] is not None for row in self.rows)
-
-    def parameters(self, completing_id: int) -> dict[str, Any]:
-        parameters: dict[str, Any] = {"c_key": self.key, "c_completing_id": completing_id}
-        if self.lane_id is not None:
-            parameters["c_lane_id"] = self.lane_id
-        return parameters
-
-    def read(self) -> None:
-        """Take the lane's id and current action from the statement's row."""
-        if self.lane_id is None and self.rows:
-            self.lane_id, self.current_id = self.rows[0][2], self.rows[0][3]
 
 
 def _on_postgres(session: Session) -> bool:

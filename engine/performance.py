@@ -8,10 +8,8 @@ which serialises joining, superseding, completing and advancing (invariant 1).
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from sqlalchemy import (
-    CTE,
     BigInteger,
     Executable,
     Index,
@@ -21,7 +19,6 @@ from sqlalchemy import (
     bindparam,
     delete,
     exists,
-    func,
     select,
     text,
     true,
@@ -156,44 +153,18 @@ _CLOSE = (
 
 @functools.cache  # one per guarded UPDATE, itself built once (action._status_update)
 def closing(guarded: Update) -> Executable:
-    """PostgreSQL: ``guarded`` (the UPDATE that completes the lane's current action, whose
-    lane the caller locked) and, when it matched, ``close_if_empty``'s DELETE of the lane,
-    in one statement (data-modifying CTEs): one row per action updated, (its id, the
-    lane's id if the lane was removed). Parameters: ``c_lane_id``, ``c_key``,
-    ``c_completing_id``. The lane's other members are read as of the statement's start,
-    when the completing action is still incomplete: it is left out by its id, as
-    ``close_if_empty`` leaves it out."""
-    return _closing(guarded, None)
-
-
-@functools.cache
-def locking_and_closing(guarded: Update) -> Executable:
-    """``closing``, with the lane's lock taken by the statement itself, before the
-    completing UPDATE (the lock order stays lane, then action): rows of (the action's id,
-    the lane's id if removed, the lane's id, its current action's id). Parameters:
-    ``c_key``, ``c_completing_id``. The lane is removed only when the completing action is
-    its current one."""
-    lane = (
-        select(Performance.__table__.c.id, Performance.__table__.c.action_id)
-        .where(Performance.__table__.c.concurrency_key == bindparam("c_key"))
-        .with_for_update()
-        .cte("lane")
-    )
-    return _closing(guarded, lane)
-
-
-def _closing(guarded: Update, lane: CTE | None) -> Executable:
-    if lane is not None:  # evaluated first: the lane's lock before the action's row
-        guarded = guarded.where(select(func.count()).select_from(lane).scalar_subquery() >= 0)
+    """PostgreSQL: ``guarded`` (the UPDATE that completes the lane's current action) and,
+    when it matched, ``close_if_empty``'s DELETE of the lane, in one statement
+    (data-modifying CTEs): one row per action updated, (its id, the lane's id if the lane
+    was removed). Parameters: ``c_lane_id``, ``c_key``, ``c_completing_id``. The lane's
+    other members are read as of the statement's start, when the completing action is
+    still incomplete: it is left out by its id, as ``close_if_empty`` leaves it out."""
     completed = guarded.returning(guarded.table.c.id).cte("completed")
-    lane_id = bindparam("c_lane_id") if lane is None else select(lane.c.id).scalar_subquery()
-    conditions = [Performance.id == lane_id, exists(select(completed.c.id))]
-    if lane is not None:
-        conditions.append(Performance.action_id == bindparam("c_completing_id"))
     closed = (
         delete(Performance)
         .where(
-            *conditions,
+            Performance.id == bindparam("c_lane_id"),
+            exists(select(completed.c.id)),
             ~exists().where(
                 _members.concurrency_key == bindparam("c_key"),
                 _members.status.in_(status.INCOMPLETE),
@@ -203,10 +174,9 @@ def _closing(guarded: Update, lane: CTE | None) -> Executable:
         .returning(Performance.__table__.c.id)
         .cte("closed")
     )
-    columns: list[Any] = [completed.c.id, closed.c.id.label("closed_lane_id")]
-    if lane is not None:
-        columns += [select(lane.c.id).scalar_subquery(), select(lane.c.action_id).scalar_subquery()]
-    return select(*columns).select_from(completed.outerjoin(closed, true()))
+    return select(completed.c.id, closed.c.id.label("closed_lane_id")).select_from(
+        completed.outerjoin(closed, true())
+    )
 
 
 def outbound_lane(session: Session, tenancy_key: str) -> Performance | None:
