@@ -283,7 +283,8 @@ def write_status(
     now = clock.now()
     statement = _status_update(to, tuple(sorted(values)), frozenset(sources))
     parameters = {f"v_{key}": value for key, value in values.items()}
-    parameters.update(action_id=action.id, now=now)
+    # (Named after no column: a CTE joined to it may write a table that has an action_id.)
+    parameters.update(w_action_id=action.id, now=now)
     if joined is not None:
         parameters.update(joined_parameters or {})
         rows = session.connection().execute(joined(statement), parameters).all()
@@ -307,7 +308,7 @@ def _status_update(to: str, keys: tuple[str, ...], sources: frozenset[str]) -> U
     table = Action.__table__.c
     return (
         update(Action.__table__)  # type: ignore[arg-type]
-        .where(table.id == bindparam("action_id"), table.status.in_(sorted(sources)))
+        .where(table.id == bindparam("w_action_id"), table.status.in_(sorted(sources)))
         .values(status=to, updated_at=bindparam("now"), **{key: bindparam(f"v_{key}") for key in keys})
     )
 

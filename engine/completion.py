@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import Executable, Update, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from . import achievement, advancing, broker, clock, compensating, concluding, history, performance, status
@@ -27,7 +27,9 @@ from .errors import ActorNotFound, ArgumentError, Failed, InvalidTransition, Loo
 from .invocation import Invocation
 from .performance import Performance, set_current
 from .recovery import recovering
-from .step import Step, close_unperformed, decrement, open_step
+from .step import Step, close_unperformed, decrement, mark_written, open_step
+from .step import changes as step_changes
+from .step import writing as step_writing
 
 
 @dataclass
@@ -212,15 +214,13 @@ def finalize(
     if result is not None:
         values["result"] = result
     if closing is not None:
-        joined_parameters = {"c_lane_id": closing.lane.id, "c_key": closing.lane.concurrency_key}
-        joined_parameters["c_completing_id"] = action.id
         if not write_status(
             session,
             action,
             to,
             only_from,
-            joined=performance.closing,
-            joined_parameters=joined_parameters,
+            joined=closing.statement,
+            joined_parameters=closing.parameters(action.id),
             joined_rows=closing.rows,
             **values,
         ):
@@ -279,6 +279,7 @@ def forward(
     unperformed_steps: bool = True,
     only_from: frozenset[str] | None = None,
     result: Any = None,
+    step_written: tuple[int, dict[str, Any]] | None = None,
 ) -> None:
     """Complete ``completing`` and move its lane on: the caller holds the lane's lock (and
     has read the action's status under it, or passes the statuses it may complete from as
@@ -294,6 +295,9 @@ def forward(
             return
     current = lane is not None and completing.id == lane.action_id
     closing = Lane(lane) if current and lane is not None and _on_postgres(session) else None
+    if step_written is not None:  # the caller checked that this completion folds (_ends_here)
+        assert closing is not None and not completing.compensations_count
+        closing.step_id, closing.step_written = step_written
     completed = finalize(
         session,
         completing,
@@ -330,14 +334,30 @@ def forward(
 @dataclass
 class Lane:
     """The lane of an action completing as its current one, to be removed with the
-    completion's own statement if no other member is left (``finalize``)."""
+    completion's own statement if no other member is left (``finalize``); that statement
+    also writes the completing step's changes, when given (``step.changes``)."""
 
     lane: Performance
     rows: list[Any] = field(default_factory=list)
+    step_id: int | None = None
+    step_written: dict[str, Any] = field(default_factory=dict)
 
     @property
     def closed(self) -> bool:
         return any(row[1] is not None for row in self.rows)
+
+    def parameters(self, completing_id: int) -> dict[str, Any]:
+        parameters: dict[str, Any] = {"c_lane_id": self.lane.id, "c_key": self.lane.concurrency_key}
+        parameters["c_completing_id"] = completing_id
+        if self.step_written:
+            parameters["s_id"] = self.step_id
+            parameters.update({f"s_{key}": value for key, value in self.step_written.items()})
+        return parameters
+
+    def statement(self, guarded: Update) -> Executable:
+        """The completing statement (``write_status``'s ``joined``)."""
+        also = step_writing(tuple(sorted(self.step_written))) if self.step_written else None
+        return performance.closing(guarded, also)
 
 
 def _on_postgres(session: Session) -> bool:
@@ -383,15 +403,53 @@ def resume_step(session: Session, action: Action) -> None:
 def complete_step(session: Session, step: Step, action: Action | None = None) -> None:
     """A step whose children all concluded (or whose body failed) completes, and its
     action moves on."""
+    if action is None:  # read first: the step's changes below stay unwritten until needed
+        action = session.get(Action, step.action_id, populate_existing=True)
+        assert action is not None
     step.completed_at = clock.now()
     if step.status != status.STEP_FAILED:
         step.status = status.STEP_FAILED if step.unsuccessful_actions_count else status.STEP_SUCCEEDED
-    if action is None:
-        action = session.get(Action, step.action_id, populate_existing=True)
-        assert action is not None
     history.record(session, action, "step_concluded", step_id=step.id, status=step.status)
+    if _ends_here(session, action, step):
+        with session.no_autoflush:  # the step's changes may ride in the completion
+            lane = performance.lock(session, action.concurrency_key)
+        if lane is not None and lane.action_id == action.id:
+            written = step_changes(step)
+            mark_written(step, written)
+            session.flush()  # what else the session changed goes first, as before
+            forward(
+                session,
+                lane,
+                action,
+                status.SUCCEEDED,
+                unperformed_steps=False,
+                only_from=_PERFORMING,
+                result=step.result,
+                step_written=(step.id, written),
+            )
+            return
     session.flush()
     accomplished(session, action, step)
+
+
+def _ends_here(session: Session, action: Action, step: Step) -> bool:
+    """Whether this step ends its action the common way (PostgreSQL): the last step of a
+    performing action (not outbound, without compensations) succeeded without a decision.
+    Its own write then rides in the statement that completes the action: one statement
+    fewer (``Lane``). The lane is still locked first, by a statement of its own."""
+    if (
+        action.status != status.PERFORMING
+        or action.compensations_count
+        or action.outbound
+        or step.status == status.STEP_FAILED
+        or step.decision
+        or not _on_postgres(session)
+    ):
+        return False
+    try:
+        return len(action.definition.all_steps()) <= action.current_step_index + 1
+    except (ActorNotFound, UnknownAction, ArgumentError):
+        return False  # accomplished fails it as changed by a deploy
 
 
 def conclude(session: Session, step_id: int, succeeded: bool, count: int = 1) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 from sqlalchemy import (
+    CTE,
     BigInteger,
     Executable,
     Index,
@@ -151,14 +152,19 @@ _CLOSE = (
 )
 
 
-@functools.cache  # one per guarded UPDATE, itself built once (action._status_update)
-def closing(guarded: Update) -> Executable:
+@functools.cache  # one per guarded UPDATE (built once: action._status_update) and CTE
+def closing(guarded: Update, also: CTE | None = None) -> Executable:
     """PostgreSQL: ``guarded`` (the UPDATE that completes the lane's current action) and,
     when it matched, ``close_if_empty``'s DELETE of the lane, in one statement
     (data-modifying CTEs): one row per action updated, (its id, the lane's id if the lane
     was removed). Parameters: ``c_lane_id``, ``c_key``, ``c_completing_id``. The lane's
     other members are read as of the statement's start, when the completing action is
-    still incomplete: it is left out by its id, as ``close_if_empty`` leaves it out."""
+    still incomplete: it is left out by its id, as ``close_if_empty`` leaves it out. The
+    caller holds the lane's lock, taken by a statement of its own: a lock waited for inside
+    this statement would leave it reading the members as they were before the wait (READ
+    COMMITTED reads with the snapshot a statement began with) and removing a lane that
+    just got a member. ``also``: one more data-modifying CTE (the completing step's own
+    write, ``step.writing``), with its own parameters."""
     completed = guarded.returning(guarded.table.c.id).cte("completed")
     closed = (
         delete(Performance)
@@ -174,9 +180,10 @@ def closing(guarded: Update) -> Executable:
         .returning(Performance.__table__.c.id)
         .cte("closed")
     )
-    return select(completed.c.id, closed.c.id.label("closed_lane_id")).select_from(
+    statement = select(completed.c.id, closed.c.id.label("closed_lane_id")).select_from(
         completed.outerjoin(closed, true())
     )
+    return statement if also is None else statement.add_cte(also)
 
 
 def outbound_lane(session: Session, tenancy_key: str) -> Performance | None:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import (
+    CTE,
     JSON,
     CheckConstraint,
     Column,
@@ -24,6 +25,7 @@ from sqlalchemy import (
     UniqueConstraint,
     bindparam,
     insert,
+    inspect,
     select,
     text,
     update,
@@ -31,6 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
+from sqlalchemy.orm.attributes import set_committed_value
 
 from . import broker, clock, db, history, status
 from .db import Base, Id, Timestamps
@@ -120,6 +123,7 @@ class Step(Timestamps, Base):
 
 
 _steps = Step.__table__.c
+_COLUMN_KEYS = frozenset(column.key for column in Step.__table__.c)
 #: ``count`` children of a step concluded (``failed`` of them unsuccessfully), never below zero.
 _CONCLUDE = (
     update(Step.__table__)  # type: ignore[arg-type]
@@ -133,6 +137,38 @@ _CONCLUDE = (
 )
 #: The same, loading the step it updated (its whole row, fresh) into the session.
 _CONCLUDED = select(Step).from_statement(_CONCLUDE).execution_options(populate_existing=True, autoflush=False)
+
+
+def changes(step: Step) -> dict[str, Any]:
+    """The step's column attributes changed in this session and not yet written, with
+    ``updated_at`` (written with every change): what a flush would write."""
+    state = inspect(step)
+    changed = {
+        attribute.key: attribute.history.added[0]
+        for attribute in state.attrs
+        if attribute.key in _COLUMN_KEYS and attribute.history.added
+    }
+    if changed:
+        changed["updated_at"] = clock.now()
+    return changed
+
+
+def mark_written(step: Step, changed: dict[str, Any]) -> None:
+    """``changed`` is written by a statement of its own: the session holds it as stored."""
+    for key, value in changed.items():
+        set_committed_value(step, key, value)
+
+
+@functools.cache
+def writing(columns: tuple[str, ...]) -> CTE:
+    """A CTE writing these columns of the step ``s_id`` from the parameters ``s_<column>``
+    (``changes``), for a statement that also does more (engine/completion.py)."""
+    return (
+        update(Step.__table__)  # type: ignore[arg-type]
+        .where(_steps.id == bindparam("s_id"))
+        .values({column: bindparam(f"s_{column}", type_=_steps[column].type) for column in columns})
+        .cte("step_written")
+    )
 
 
 def open_step(session: Session, action: Action, visit: int = 1) -> int:
