@@ -13,23 +13,23 @@ actions; an action completes at most once (invariant 2) and counters never stran
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Executable, Update, bindparam, func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from . import achievement, advancing, broker, clock, compensating, concluding, history, performance, status
 from .action import Action, error_data, write_status
 from .callbacks import run_callbacks
+from .closing import Lane, ends_here, on_postgres
 from .errors import ActorNotFound, ArgumentError, Failed, InvalidTransition, LoopLimit, UnknownAction
 from .invocation import Invocation
 from .performance import Performance, set_current
 from .recovery import recovering
 from .step import Step, close_unperformed, decrement, mark_written, open_step
 from .step import changes as step_changes
-from .step import writing as step_writing
 
 
 @dataclass
@@ -113,15 +113,7 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
     if decision:
         return _decided(session, lane, action, step, decision, target)
     if steps <= action.current_step_index + 1 and not action.outbound:
-        forward(
-            session,
-            lane,
-            action,
-            status.SUCCEEDED,
-            unperformed_steps=False,
-            only_from=_PERFORMING,
-            result=step.result,
-        )
+        _succeed(session, lane, action, step)
         return
     if steps > action.current_step_index + 1:
         # The move to the next step is the guarded read: it matches only a performing
@@ -138,6 +130,26 @@ def accomplished(session: Session, action: Action, step: Step) -> None:
         session.refresh(action, ["status"])
         if action.status == status.PERFORMING:
             history.record(session, action, "awaiting_completion")
+
+
+def _succeed(
+    session: Session,
+    lane: Performance | None,
+    action: Action,
+    step: Step,
+    step_written: tuple[int, dict[str, Any]] | None = None,
+) -> None:
+    """The action's last step succeeded: it succeeds with that step's result."""
+    forward(
+        session,
+        lane,
+        action,
+        status.SUCCEEDED,
+        unperformed_steps=False,
+        only_from=_PERFORMING,
+        result=step.result,
+        step_written=step_written,
+    )
 
 
 def _decided(
@@ -294,8 +306,8 @@ def forward(
         ):
             return
     current = lane is not None and completing.id == lane.action_id
-    closing = Lane(lane) if current and lane is not None and _on_postgres(session) else None
-    if step_written is not None:  # the caller checked that this completion folds (_ends_here)
+    closing = Lane(lane) if current and lane is not None and on_postgres(session) else None
+    if step_written is not None:  # the caller checked that this completion folds (ends_here)
         assert closing is not None and not completing.compensations_count
         closing.step_id, closing.step_written = step_written
     completed = finalize(
@@ -329,39 +341,6 @@ def forward(
     session.flush()
     if upcoming.status == status.PENDING:
         perform(session, upcoming)
-
-
-@dataclass
-class Lane:
-    """The lane of an action completing as its current one, to be removed with the
-    completion's own statement if no other member is left (``finalize``); that statement
-    also writes the completing step's changes, when given (``step.changes``)."""
-
-    lane: Performance
-    rows: list[Any] = field(default_factory=list)
-    step_id: int | None = None
-    step_written: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def closed(self) -> bool:
-        return any(row[1] is not None for row in self.rows)
-
-    def parameters(self, completing_id: int) -> dict[str, Any]:
-        parameters: dict[str, Any] = {"c_lane_id": self.lane.id, "c_key": self.lane.concurrency_key}
-        parameters["c_completing_id"] = completing_id
-        if self.step_written:
-            parameters["s_id"] = self.step_id
-            parameters.update({f"s_{key}": value for key, value in self.step_written.items()})
-        return parameters
-
-    def statement(self, guarded: Update) -> Executable:
-        """The completing statement (``write_status``'s ``joined``)."""
-        also = step_writing(tuple(sorted(self.step_written))) if self.step_written else None
-        return performance.closing(guarded, also)
-
-
-def _on_postgres(session: Session) -> bool:
-    return session.get_bind().dialect.name == "postgresql"
 
 
 #: The lane's next action: the oldest incomplete one after the completing one.
@@ -410,46 +389,17 @@ def complete_step(session: Session, step: Step, action: Action | None = None) ->
     if step.status != status.STEP_FAILED:
         step.status = status.STEP_FAILED if step.unsuccessful_actions_count else status.STEP_SUCCEEDED
     history.record(session, action, "step_concluded", step_id=step.id, status=step.status)
-    if _ends_here(session, action, step):
+    if ends_here(session, action, step):
         with session.no_autoflush:  # the step's changes may ride in the completion
             lane = performance.lock(session, action.concurrency_key)
         if lane is not None and lane.action_id == action.id:
             written = step_changes(step)
             mark_written(step, written)
             session.flush()  # what else the session changed goes first, as before
-            forward(
-                session,
-                lane,
-                action,
-                status.SUCCEEDED,
-                unperformed_steps=False,
-                only_from=_PERFORMING,
-                result=step.result,
-                step_written=(step.id, written),
-            )
+            _succeed(session, lane, action, step, step_written=(step.id, written))
             return
     session.flush()
     accomplished(session, action, step)
-
-
-def _ends_here(session: Session, action: Action, step: Step) -> bool:
-    """Whether this step ends its action the common way (PostgreSQL): the last step of a
-    performing action (not outbound, without compensations) succeeded without a decision.
-    Its own write then rides in the statement that completes the action: one statement
-    fewer (``Lane``). The lane is still locked first, by a statement of its own."""
-    if (
-        action.status != status.PERFORMING
-        or action.compensations_count
-        or action.outbound
-        or step.status == status.STEP_FAILED
-        or step.decision
-        or not _on_postgres(session)
-    ):
-        return False
-    try:
-        return len(action.definition.all_steps()) <= action.current_step_index + 1
-    except (ActorNotFound, UnknownAction, ArgumentError):
-        return False  # accomplished fails it as changed by a deploy
 
 
 def conclude(session: Session, step_id: int, succeeded: bool, count: int = 1) -> None:
