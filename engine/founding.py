@@ -1,19 +1,22 @@
 """Founding a lane: on PostgreSQL, an invocation whose lane does not exist becomes the
-lane's performing action, with its first step open and its invocation settled, in one
-statement.
+lane's performing action, with its first step open and its invocation settled, in two
+statements.
 
 Admission found no lane for the candidate's key (``performance.lock`` read none), so the
 candidate will perform at once. The general path writes that in five statements (the
 action as pending, the lane, the action moved to performing with its key's achievement
-erased, the step, the invocation settled and linked to its parent step); here they are
-one chain of data-modifying CTEs, and the action row is written once, already performing,
-instead of inserted and then updated (an UPDATE of a status is never HOT: it writes every
-index of the table again).
+erased, the step, the invocation settled and linked to its parent step). Here the lane's
+INSERT comes first, taking the action's id from its sequence; then one chain of
+data-modifying CTEs writes the action row once, already performing, instead of inserted
+and then updated (an UPDATE of a status is never HOT: it writes every index of the table
+again), erases the achievement, opens the step and settles the invocation.
 
-The lane's INSERT comes first and takes the action's id from its sequence: when another
-transaction founded the same lane meanwhile, ``ON CONFLICT DO NOTHING`` waits for it and
-then inserts nothing, nor does any CTE after it; ``found`` returns False and admission
-locks that lane as usual. SQLite (no DML in a CTE) keeps the general path.
+The lane's INSERT is a statement of its own because it may wait: for another admission
+founding the same lane (``ON CONFLICT DO NOTHING`` then inserts nothing, ``found``
+returns False and admission locks that lane as usual), or for a transaction removing the
+lane as its last action completes. The action's start is taken after that wait, so it
+never precedes that completion (the chaos test caught a start taken before it, when both
+were one statement). SQLite (no DML in a CTE) keeps the general path.
 """
 
 from __future__ import annotations
@@ -63,15 +66,19 @@ def found(session: Session, candidate: Action, invocation: Invocation) -> bool:
     new lane, open its first step and settle ``invocation`` as admitted, in one statement:
     True when done (``candidate`` is then persistent in ``session``), False when the lane
     exists after all (nothing was written)."""
-    now = clock.now()
-    session.flush()  # what the statement's CTEs may read is written first
+    session.flush()  # what the statements may read is written first
+    lane = {"f_key": candidate.concurrency_key, "f_now": clock.now()}
+    lane["f_outbound_key"] = candidate.tenancy_key if candidate.outbound else None
+    founded = session.connection().execute(_LANE, lane).first()
+    if founded is None:
+        return False
+    now = clock.now()  # after any wait for the lane's INSERT (module docstring)
     values = _values(candidate, now)
     parameters: dict[str, Any] = {f"a_{name}": value for name, value in values.items()}
     # (No parameter is named after a column: Core would add it to an INSERT's or UPDATE's
     # columns.)
     parameters.update(
-        f_key=candidate.concurrency_key,
-        f_outbound_key=candidate.tenancy_key if candidate.outbound else None,
+        f_action_id=founded[0],
         f_erase_key=candidate.checksum_key,
         f_index=candidate.current_step_index,
         f_invocation_id=invocation.id,
@@ -80,10 +87,7 @@ def found(session: Session, candidate: Action, invocation: Invocation) -> bool:
     linked = invocation.parent_step_id is not None
     if linked:
         parameters["f_parent_step_id"] = invocation.parent_step_id
-    row = session.connection().execute(_statement(linked), parameters).first()
-    if row is None:
-        return False
-    action_id, step_id = row
+    action_id, step_id = session.connection().execute(_statement(linked), parameters).one()
     for name, value in values.items():
         setattr(candidate, name, value)
     candidate.id = action_id
@@ -128,29 +132,33 @@ def _values(candidate: Action, now: Any) -> dict[str, Any]:
     return values
 
 
+_LANES = cast(Table, Performance.__table__)
+#: The lane, with the id its action will have: that id, or no row when the lane exists.
+_LANE = (
+    pg_insert(_LANES)
+    .values(
+        concurrency_key=bindparam("f_key"),
+        action_id=func.nextval(literal_column(f"pg_get_serial_sequence('{_ACTIONS.name}', 'id')")),
+        outbound_complete_key=bindparam("f_outbound_key"),
+        created_at=bindparam("f_now"),
+        updated_at=bindparam("f_now"),
+    )
+    .on_conflict_do_nothing(index_elements=["concurrency_key"])
+    .returning(_LANES.c.action_id)
+)
+
+
 @functools.cache
 def _statement(linked: bool) -> Executable:
-    """The chain of CTEs; ``linked`` when the invocation has a parent step to link."""
-    lanes = cast(Table, Performance.__table__)
-    lane = (
-        pg_insert(lanes)
-        .values(
-            concurrency_key=bindparam("f_key"),
-            action_id=func.nextval(literal_column(f"pg_get_serial_sequence('{_ACTIONS.name}', 'id')")),
-            outbound_complete_key=bindparam("f_outbound_key"),
-            created_at=bindparam("f_now"),
-            updated_at=bindparam("f_now"),
-        )
-        .on_conflict_do_nothing(index_elements=["concurrency_key"])
-        .returning(lanes.c.action_id)
-        .cte("lane")
-    )
+    """The chain of CTEs after the lane; ``linked`` when the invocation has a parent step
+    to link."""
     founded = (
         insert(_ACTIONS)
         .from_select(
             ["id", *(column.name for column, _ in _COLUMNS)],
             select(
-                lane.c.action_id, *(bindparam(f"a_{name}", type_=column.type) for column, name in _COLUMNS)
+                bindparam("f_action_id", type_=BigInteger),
+                *(bindparam(f"a_{name}", type_=column.type) for column, name in _COLUMNS),
             ),
             include_defaults=False,
         )
