@@ -225,19 +225,11 @@ def finalize(
     values: dict[str, Any] = {"completed_at": clock.now()}
     if result is not None:
         values["result"] = result
+    joined: dict[str, Any] = {}
     if closing is not None:
-        if not write_status(
-            session,
-            action,
-            to,
-            only_from,
-            joined=closing.statement,
-            joined_parameters=closing.parameters(action.id),
-            joined_rows=closing.rows,
-            **values,
-        ):
-            return False
-    elif not write_status(session, action, to, only_from, **values):
+        joined = {"joined": closing.statement, "joined_parameters": closing.parameters(action.id)}
+        joined["joined_rows"] = closing.rows
+    if not write_status(session, action, to, only_from, **joined, **values):
         return False
     if error is not None:
         action.record_error(error)

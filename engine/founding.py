@@ -171,34 +171,20 @@ def _statement(linked: bool) -> Executable:
         .where(achievements.c.checksum_key == bindparam("f_erase_key"), exists(select(founded.c.id)))
         .cte("erased")
     )
+    # The step's columns and what the statement writes in each.
+    step = {
+        "action_id": founded.c.id,
+        "definition_index": bindparam("f_index"),
+        "visit": literal_column("1"),
+        "status": literal_column(f"'{status.STEP_PERFORMING}'"),
+        "pending_actions_count": literal_column("0"),
+        "unsuccessful_actions_count": literal_column("0"),
+        "started_at": bindparam("f_now"),
+        "created_at": bindparam("f_now"),
+        "updated_at": bindparam("f_now"),
+    }
     opened = (
-        insert(_STEPS)
-        .from_select(
-            [
-                "action_id",
-                "definition_index",
-                "visit",
-                "status",
-                "pending_actions_count",
-                "unsuccessful_actions_count",
-                "started_at",
-                "created_at",
-                "updated_at",
-            ],
-            select(
-                founded.c.id,
-                bindparam("f_index"),
-                literal_column("1"),
-                literal_column(f"'{status.STEP_PERFORMING}'"),
-                literal_column("0"),
-                literal_column("0"),
-                bindparam("f_now"),
-                bindparam("f_now"),
-                bindparam("f_now"),
-            ),
-        )
-        .returning(_STEPS.c.id)
-        .cte("opened")
+        insert(_STEPS).from_select(list(step), select(*step.values())).returning(_STEPS.c.id).cte("opened")
     )
     invocations = cast(Table, Invocation.__table__)
     settled = (
