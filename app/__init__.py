@@ -158,9 +158,9 @@ def install_broker(app: Flask) -> None:
     from engine import broker
 
     if app.config["REDIS_URL"]:
-        from dramatiq.brokers.redis import RedisBroker
+        from engine.redis_doorbell import DoorbellRedisBroker
 
-        broker.use(RedisBroker(url=app.config["REDIS_URL"]))
+        broker.use(DoorbellRedisBroker(url=app.config["REDIS_URL"]))
     elif app.config["RABBITMQ_URL"]:
         from dramatiq.brokers.rabbitmq import RabbitmqBroker
 

@@ -139,11 +139,10 @@ def claimed_redis() -> Iterator[str]:
 
 def use_redis_broker(url: str) -> Any:
     """This process sends the engine's messages (and the raw baseline's) to Redis."""
-    from dramatiq.brokers.redis import RedisBroker
-
     from engine import broker
+    from engine.redis_doorbell import DoorbellRedisBroker
 
-    return broker.use(RedisBroker(url=url))
+    return broker.use(DoorbellRedisBroker(url=url))
 
 
 # --- RabbitMQ -------------------------------------------------------------------------

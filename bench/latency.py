@@ -10,8 +10,8 @@ then the admission message to the broker), and waits for the action to succeed: 
 notifies this process from a trigger on ``stepwise_actions`` (added to this benchmark's
 database only), or, with ``--poll``, this process polls the row every millisecond.
 Prints p50, p90, p95, p99 and the maximum, and the caller's share (``later()`` + commit),
-per broker side by side. An idle Redis consumer polls (and backs off up to the worker
-timeout); RabbitMQ pushes each message to its consumer.
+per broker side by side. An idle Redis consumer waits on its queue's doorbell, rung by each
+message sent (engine/redis_doorbell.py); RabbitMQ pushes each message to its consumer.
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         "--worker-timeout",
         type=int,
         help="Dramatiq's worker timeout in ms (env dramatiq_worker_timeout; default 1000): the longest "
-        "sleep of an idle Redis consumer between polls (RabbitMQ pushes messages: there it only paces "
-        "delayed messages)",
+        "wait of an idle Redis consumer on its doorbell before it fetches again (RabbitMQ pushes "
+        "messages: there it only paces delayed messages)",
     )
     parser.add_argument("--poll", action="store_true", help="poll the row every 1 ms instead of LISTEN")
     parser.add_argument("--engine-log", default="", help="level of the 'stepwise' logger in the worker")
@@ -216,7 +216,7 @@ def rows(results: list[Measured], args: argparse.Namespace) -> Iterator[tuple[st
     yield (
         "worker timeout",
         *each(lambda r: timeout),
-        "Redis: an idle consumer's longest sleep between polls; RabbitMQ pushes each message"
+        "Redis: an idle consumer's longest wait on its doorbell; RabbitMQ pushes each message"
         + ("" if args.worker_timeout is not None else " (Dramatiq's default)"),
     )
     first = next((error for result in results for error in result.errors), "")

@@ -49,9 +49,9 @@ def from_environment() -> dramatiq.Broker:
     """``REDIS_URL``, then ``RABBITMQ_URL``, else Dramatiq's in-memory stub broker."""
     redis_url = os.environ.get("REDIS_URL")
     if redis_url:
-        from dramatiq.brokers.redis import RedisBroker
+        from .redis_doorbell import DoorbellRedisBroker
 
-        return RedisBroker(url=redis_url)  # type: ignore[no-untyped-call]
+        return DoorbellRedisBroker(url=redis_url)
     rabbitmq_url = os.environ.get("RABBITMQ_URL")
     if rabbitmq_url:
         from dramatiq.brokers.rabbitmq import RabbitmqBroker

@@ -153,8 +153,9 @@ def sweep(every: float | None, grace: float, database_url: str | None) -> int:
             time.sleep(every)
 
 
-#: ``stepwise worker --idle-poll``: a message sent to an idle worker waits at most about this
-#: long (Dramatiq's own default is 1000 ms; lower costs an idle process more Redis polls).
+#: ``stepwise worker --idle-poll``: how late a due delayed message may be sent on, and how
+#: long an idle Redis consumer waits on its doorbell before it fetches again (the wait of a
+#: message sent without a ring). Dramatiq's own default is 1000 ms.
 IDLE_POLL_MS = 100
 #: The environment variable Dramatiq reads its worker timeout from (lower case, its name).
 WORKER_TIMEOUT_VARIABLE = "dramatiq_worker_timeout"
@@ -170,8 +171,8 @@ WORKER_TIMEOUT_VARIABLE = "dramatiq_worker_timeout"
     default=IDLE_POLL_MS,
     metavar="MS",
     help=(
-        f"an idle worker's longest wait between polls of Redis, and for delayed messages on "
-        f"RabbitMQ (default {IDLE_POLL_MS})"
+        f"an idle Redis worker's longest wait before it fetches again, and how late a due "
+        f"delayed message may be sent on (default {IDLE_POLL_MS})"
     ),
 )
 def worker(modules: tuple[str, ...], processes: int | None, threads: int | None, idle_poll: int) -> int:
@@ -181,8 +182,8 @@ def worker(modules: tuple[str, ...], processes: int | None, threads: int | None,
 
     Each process imports engine.jobs and your modules, reads DATABASE_URL and REDIS_URL (or
     RABBITMQ_URL), and reconnects after a restart of the database or of the broker. An idle
-    Redis consumer backs off between polls up to --idle-poll milliseconds (Dramatiq's worker
-    timeout): the wait a message sent to an idle worker may see before it is picked up.
+    Redis consumer waits on its queue's doorbell, rung by every message the engine sends, for
+    up to --idle-poll milliseconds (Dramatiq's worker timeout) before it fetches again.
     """
     require_broker("stepwise worker")
     os.environ[WORKER_TIMEOUT_VARIABLE] = str(idle_poll)

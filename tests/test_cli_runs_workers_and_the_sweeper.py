@@ -175,7 +175,7 @@ def test_worker_leaves_dramatiq_its_defaults(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(SystemExit):
         cli.main(["worker"])
     assert started == [[sys.executable, "-m", "dramatiq", "engine.jobs"]]
-    # An idle worker polls Redis at least every 100 ms (Dramatiq's own default: 1000 ms).
+    # An idle Redis worker fetches again at least every 100 ms (Dramatiq's own default: 1000 ms).
     assert os.environ[cli.WORKER_TIMEOUT_VARIABLE] == "100"
 
 

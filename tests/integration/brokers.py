@@ -127,9 +127,9 @@ class RedisServer(BrokerServer):
             return bool(client.set(REDIS_CLAIM, self.owner, nx=True, ex=CLAIM_SECONDS))
 
     def client(self) -> dramatiq.Broker:
-        from dramatiq.brokers.redis import RedisBroker
+        from engine.redis_doorbell import DoorbellRedisBroker
 
-        return RedisBroker(url=self.url)
+        return DoorbellRedisBroker(url=self.url)
 
     def ready(self) -> bool:
         with self.connect(1.0) as client:

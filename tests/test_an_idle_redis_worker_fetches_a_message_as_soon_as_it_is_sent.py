@@ -1,0 +1,117 @@
+"""An idle Redis consumer waits on its queue's doorbell, not in Dramatiq's growing poll
+sleeps: a message sent to it is fetched at once, a message sent without a ring (by a plain
+``RedisBroker``) still arrives, and rings never pile up (engine/redis_doorbell.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import dramatiq
+import pytest
+import redis
+from dramatiq.brokers.redis import RedisBroker
+
+from engine.redis_doorbell import RINGS_KEPT, DoorbellRedisBroker, doorbell
+from tests.conftest import unavailable
+
+REDIS_URL = "redis://127.0.0.1:6379/14"
+QUEUE = "doorbell-test"
+
+
+@pytest.fixture
+def namespace() -> Iterator[str]:
+    name = f"stepwise-doorbell-{uuid.uuid4().hex[:8]}"
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        unavailable(f"Redis is not reachable at {REDIS_URL}: {error}")
+    yield name
+    for key in client.scan_iter(f"{name}*"):
+        client.delete(key)
+    client.close()
+
+
+def a_message(broker: dramatiq.Broker) -> dramatiq.Message:  # type: ignore[type-arg]
+    return dramatiq.Message(queue_name=QUEUE, actor_name="noop", args=(), kwargs={}, options={})
+
+
+class Receiver:
+    """A consumer of ``QUEUE`` in a thread, as a Dramatiq worker's consumer thread runs it:
+    ``next()`` until a message comes, noting when it came."""
+
+    def __init__(self, broker: dramatiq.Broker, timeout_ms: int) -> None:
+        self.consumer = broker.consume(QUEUE, prefetch=4, timeout=timeout_ms)
+        self.received: list[float] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            message = next(self.consumer)
+            if message is not None:
+                self.received.append(time.monotonic())
+                self.consumer.ack(message)
+
+    def wait(self, count: int, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while len(self.received) < count and time.monotonic() < deadline:
+            time.sleep(0.002)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.consumer.close()
+
+
+def test_a_message_sent_to_an_idle_consumer_is_fetched_at_once(namespace: str) -> None:
+    broker = DoorbellRedisBroker(url=REDIS_URL, namespace=namespace)
+    broker.declare_queue(QUEUE)
+    receiver = Receiver(broker, timeout_ms=5000)
+    try:
+        # Idle for a second: Dramatiq's polling consumer would now sleep 0.3-1.3 s between
+        # fetches.
+        time.sleep(1.0)
+        sent = time.monotonic()
+        broker.enqueue(a_message(broker))
+        receiver.wait(1, 6.0)
+        assert receiver.received, "the message never arrived"
+        assert receiver.received[0] - sent < 0.15
+    finally:
+        receiver.close()
+
+
+def test_a_message_sent_without_a_ring_still_arrives(namespace: str) -> None:
+    broker = DoorbellRedisBroker(url=REDIS_URL, namespace=namespace)
+    broker.declare_queue(QUEUE)
+    receiver = Receiver(broker, timeout_ms=300)
+    try:
+        time.sleep(0.5)
+        plain = RedisBroker(url=REDIS_URL, namespace=namespace)
+        plain.declare_queue(QUEUE)
+        sent = time.monotonic()
+        plain.enqueue(a_message(plain))
+        receiver.wait(1, 5.0)
+        assert receiver.received, "a message without a ring was never fetched"
+        # At most one wait on the doorbell (the worker timeout), and a fetch.
+        assert receiver.received[0] - sent < 0.3 + 0.2
+    finally:
+        receiver.close()
+
+
+def test_rings_are_capped_while_no_consumer_is_idle(namespace: str) -> None:
+    broker = DoorbellRedisBroker(url=REDIS_URL, namespace=namespace)
+    broker.declare_queue(QUEUE)
+    for _ in range(50):
+        broker.enqueue(a_message(broker))
+    assert broker.client.llen(doorbell(namespace, QUEUE)) == RINGS_KEPT
+    receiver = Receiver(broker, timeout_ms=1000)
+    try:
+        receiver.wait(50, 10.0)
+        assert len(receiver.received) == 50
+    finally:
+        receiver.close()
