@@ -51,7 +51,7 @@ def from_environment() -> dramatiq.Broker:
     if redis_url:
         from .redis_doorbell import DoorbellRedisBroker
 
-        return DoorbellRedisBroker(url=redis_url)
+        return DoorbellRedisBroker(url=redis_url)  # type: ignore[no-untyped-call]
     rabbitmq_url = os.environ.get("RABBITMQ_URL")
     if rabbitmq_url:
         from dramatiq.brokers.rabbitmq import RabbitmqBroker

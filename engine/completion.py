@@ -12,12 +12,11 @@ actions; an action completes at most once (invariant 2) and counters never stran
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from . import achievement, advancing, broker, clock, compensating, concluding, history, performance, status
@@ -25,7 +24,6 @@ from .action import Action, error_data, write_status
 from .callbacks import run_callbacks
 from .closing import Lane, ends_here, on_postgres
 from .errors import ActorNotFound, ArgumentError, Failed, InvalidTransition, LoopLimit, UnknownAction
-from .invocation import Invocation
 from .performance import Performance, set_current
 from .recovery import recovering
 from .step import Step, close_unperformed, decrement, mark_written, open_step
@@ -321,32 +319,17 @@ def forward(
         return  # not in a lane (it should be): completed all the same rather than stranded
     if not current:
         return  # a queued action left the lane; the current one keeps it
-    parameters = {"key": lane.concurrency_key, "completing_id": completing.id}
     if closing is not None:
         if closing.closed:
             session.expunge(lane)
             return
     elif performance.close_if_empty(session, lane, completing.id):
         return
-    upcoming = session.scalars(_UPCOMING, parameters).one()
+    upcoming = performance.upcoming(session, lane.concurrency_key, completing.id)
     set_current(lane, upcoming)
     session.flush()
     if upcoming.status == status.PENDING:
         perform(session, upcoming)
-
-
-#: The lane's next action: the oldest incomplete one after the completing one.
-_UPCOMING = (
-    select(Action)
-    .where(
-        Action.concurrency_key == bindparam("key"),
-        Action.status.in_(status.INCOMPLETE),
-        Action.id != bindparam("completing_id"),
-    )
-    .order_by(Action.id)
-    .limit(1)
-    .execution_options(populate_existing=True)
-)
 
 
 def resume_step(session: Session, action: Action) -> None:
@@ -409,21 +392,5 @@ def conclude_waiters(session: Session, action: Action) -> None:
             if step.pending_actions_count == 0 and step.completed_at is None:
                 complete_step(session, step)
         return
-    invocations = Invocation.__table__.c
-    rows = (
-        session.connection()
-        .execute(
-            update(Invocation.__table__)  # type: ignore[arg-type]
-            .where(
-                invocations.action_id == bindparam("b_action_id"),
-                invocations.concluded_at.is_(None),
-                invocations.parent_step_id.is_not(None),
-            )
-            .values(concluded_at=bindparam("b_now"), succeeded=bindparam("b_succeeded"))
-            .returning(invocations.parent_step_id),
-            {"b_action_id": action.id, "b_now": clock.now(), "b_succeeded": succeeded},
-        )
-        .all()
-    )
-    for step_id, count in sorted(Counter(row[0] for row in rows if row[0] is not None).items()):
+    for step_id, count in concluding.concluded_waiters(session, action.id, succeeded, clock.now()):
         conclude(session, step_id, succeeded, count)

@@ -2,13 +2,16 @@
 action are marked concluded and their steps' counters decremented together
 (data-modifying CTEs), and the steps come back as that UPDATE left them.
 
-``completion.conclude_waiters`` uses it on PostgreSQL; SQLite (no DML in a CTE) runs the
-same two writes one after the other. The guard is the same as ``step.decrement``'s: a
+``completion.conclude_waiters`` uses it on PostgreSQL; on SQLite (no DML in a CTE) it marks
+the invocations (``concluded_waiters``) and then decrements each step in a statement of its
+own. The guard is the same as ``step.decrement``'s: a
 step whose counter would go below zero is not decremented, and ``NoPendingActions`` says
 so (the whole transaction is then rolled back, the invocations' UPDATE with it).
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from sqlalchemy import Executable, bindparam, func, select, update
 from sqlalchemy.orm import Session
@@ -75,3 +78,23 @@ def conclude_waiters(session: Session, action_id: int, succeeded: bool, now: obj
             raise NoPendingActions(f"step {step_id} waits on fewer than {count} children")
         concluded.append(step)
     return concluded
+
+
+def concluded_waiters(
+    session: Session, action_id: int, succeeded: bool, now: object
+) -> list[tuple[int, int]]:
+    """Mark the invocations waiting on ``action_id`` concluded (SQLite): how many waited
+    in each step, by step id, for the caller to decrement."""
+    invocations = Invocation.__table__.c
+    rows = session.connection().execute(
+        update(Invocation.__table__)  # type: ignore[arg-type]
+        .where(
+            invocations.action_id == bindparam("b_action_id"),
+            invocations.concluded_at.is_(None),
+            invocations.parent_step_id.is_not(None),
+        )
+        .values(concluded_at=bindparam("b_now"), succeeded=bindparam("b_succeeded"))
+        .returning(invocations.parent_step_id),
+        {"b_action_id": action_id, "b_now": now, "b_succeeded": succeeded},
+    )
+    return sorted(Counter(row[0] for row in rows if row[0] is not None).items())

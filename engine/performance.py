@@ -125,6 +125,25 @@ def set_current(lane: Performance, action: Action) -> None:
     lane.outbound_complete_key = action.tenancy_key if action.outbound else None
 
 
+def upcoming(session: Session, concurrency_key: str | None, completing_id: int) -> Action:
+    """The lane's next action once ``completing_id`` leaves it: its oldest incomplete
+    member after that one (the caller found the lane not empty)."""
+    return session.scalars(_UPCOMING, {"key": concurrency_key, "completing_id": completing_id}).one()
+
+
+_UPCOMING = (
+    select(Action)
+    .where(
+        Action.concurrency_key == bindparam("key"),
+        Action.status.in_(status.INCOMPLETE),
+        Action.id != bindparam("completing_id"),
+    )
+    .order_by(Action.id)
+    .limit(1)
+    .execution_options(populate_existing=True)
+)
+
+
 def close_if_empty(session: Session, lane: Performance, completing_id: int) -> bool:
     """Remove the lane when no incomplete action is left in it but ``completing_id``: True
     if removed. The caller holds the lane's lock, which every joining action needs."""

@@ -1,6 +1,6 @@
 """Dramatiq's Redis broker, with consumers that wait for a doorbell instead of polling.
 
-Dramatiq's Redis consumer polls: when a fetch finds its queue empty it sleeps 5–10 ms,
+Dramatiq's Redis consumer polls: when a fetch finds its queue empty it sleeps 5-10 ms,
 then twice that after each further empty fetch, up to the worker timeout (1 s). A message
 sent to an idle worker waited half a sleep on average before it was fetched: on a
 one-step action, about 5 ms of a 25 ms p50 (``bench/latency.py``).
@@ -17,6 +17,7 @@ worker timeout instead of one every few milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -58,7 +59,7 @@ class DoorbellRedisBroker(RedisBroker):
             self.heartbeat_timeout,
             self.dead_message_ttl,
             self._should_do_maintenance("enqueue"),
-            self._max_unpack_size(),
+            self._max_unpack_size(),  # type: ignore[no-untyped-call]
             *args,
         ]
         pipeline = self.client.pipeline(transaction=False)
@@ -68,7 +69,7 @@ class DoorbellRedisBroker(RedisBroker):
         return pipeline.execute()[0]
 
 
-class DoorbellConsumer(_RedisConsumer):  # type: ignore[misc]
+class DoorbellConsumer(_RedisConsumer):
     """Dramatiq's Redis consumer, waiting on its queue's doorbell when its fetch finds no
     message, instead of sleeping."""
 
@@ -98,7 +99,7 @@ class DoorbellConsumer(_RedisConsumer):  # type: ignore[misc]
                     time.sleep(backoff_ms / 1000)
                 return None
         except redis.ConnectionError as error:
-            raise ConnectionClosed(error) from None
+            raise ConnectionClosed(error) from None  # type: ignore[no-untyped-call]
 
     def _wait_for_a_ring(self) -> None:
         """Block until a message rings, for at most the worker timeout, and less than the
@@ -107,7 +108,5 @@ class DoorbellConsumer(_RedisConsumer):  # type: ignore[misc]
         read_timeout = self.broker.client.connection_pool.connection_kwargs.get("socket_timeout")
         if read_timeout:
             seconds = min(seconds, read_timeout / 2)
-        try:
+        with contextlib.suppress(redis.TimeoutError):  # a slow server: fetch again
             self.broker.client.blpop([doorbell(self.broker.namespace, self.queue_name)], timeout=seconds)
-        except redis.TimeoutError:
-            pass  # a slow server: fetch again
