@@ -21,6 +21,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, SessionTransaction
 
 from . import clock, config, db
+from .redis_doorbell import DoorbellRedisBroker
 
 log = logging.getLogger("stepwise")
 
@@ -49,8 +50,6 @@ def from_environment() -> dramatiq.Broker:
     """``REDIS_URL``, then ``RABBITMQ_URL``, else Dramatiq's in-memory stub broker."""
     redis_url = os.environ.get("REDIS_URL")
     if redis_url:
-        from .redis_doorbell import DoorbellRedisBroker
-
         return DoorbellRedisBroker(url=redis_url)  # type: ignore[no-untyped-call]
     rabbitmq_url = os.environ.get("RABBITMQ_URL")
     if rabbitmq_url:

@@ -86,18 +86,13 @@ def _labels(labels: Mapping[str, str] | None) -> str:
 
 
 def _add(session: Session, increments: list[tuple[str, str, int]]) -> None:
-    """One upsert adding each (name, labels, n). On PostgreSQL each counter's row stays
-    locked until the commit; the rows are written in key order, so that two transactions
-    counting the same counters cannot deadlock."""
-    unknown = sorted({name for name, _, _ in increments} - COUNTERS.keys())
-    if unknown:
-        raise ValueError(f"unknown counters {unknown}: declare them in engine.counter.COUNTERS")
-    rows = [{"name": name, "labels": key, "value": int(n)} for name, key, n in sorted(increments) if n]
+    """One upsert adding each (name, labels, n)."""
+    rows = _rows(increments)
     if not rows:
         return
     connection = session.connection()
     if connection.dialect.name == "postgresql":
-        recordset.insert(connection, COUNTER_TABLE, rows, on_conflict=_ADD)  # one text, any rows
+        recordset.insert(connection, COUNTER_TABLE, rows, on_conflict=ADD)  # one text, any rows
         return
     statement = sqlite.insert(COUNTER_TABLE).values(rows)
     statement = statement.on_conflict_do_update(
@@ -107,15 +102,33 @@ def _add(session: Session, increments: list[tuple[str, str, int]]) -> None:
     connection.execute(statement)
 
 
+def _rows(increments: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
+    """The counter rows to upsert, in key order: on PostgreSQL each counter's row stays
+    locked until the commit, and two transactions that lock the same counters in the same
+    order cannot deadlock. Increments of 0 write nothing."""
+    unknown = sorted({name for name, _, _ in increments} - COUNTERS.keys())
+    if unknown:
+        raise ValueError(f"unknown counters {unknown}: declare them in engine.counter.COUNTERS")
+    return [{"name": name, "labels": key, "value": int(n)} for name, key, n in sorted(increments) if n]
+
+
 #: An increment of a counter that exists adds to its value.
-_ADD = "ON CONFLICT (name, labels) DO UPDATE SET value = stepwise_counters.value + excluded.value"
+ADD = "ON CONFLICT (name, labels) DO UPDATE SET value = stepwise_counters.value + excluded.value"
 
 
 def count_events(session: Session, events: Iterable[Mapping[str, Any]]) -> None:
-    """Count the history events about to be written (``history.write_pending``), in one
-    statement: completions by status, retries and recoveries (none when the transaction
-    has none of them). Completions are counted in the transaction that completes, so a
-    rolled-back batch counts nothing."""
+    """Count the history events about to be written, in one statement: completions by
+    status, retries and recoveries (none when the transaction has none of them).
+    Completions are counted in the transaction that completes, so a rolled-back batch
+    counts nothing. On PostgreSQL ``history.write_pending`` writes ``event_rows`` in the
+    statement that inserts the events instead."""
+    rows = event_rows(events)
+    if rows:
+        _add(session, [(row["name"], row["labels"], row["value"]) for row in rows])
+
+
+def event_rows(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The counter rows that ``events`` add to (see ``count_events``)."""
     tally: Tally[str] = Tally()
     completed: Tally[str] = Tally()
     for entry in events:
@@ -128,7 +141,7 @@ def count_events(session: Session, events: Iterable[Mapping[str, Any]]) -> None:
                 tally[name] += 1
     increments = [(name, "", n) for name, n in tally.items()]
     increments += [(COMPLETED, _labels({"status": to}), n) for to, n in completed.items()]
-    _add(session, increments)
+    return _rows(increments)
 
 
 def totals(session: Session) -> dict[str, list[tuple[dict[str, str], int]]]:

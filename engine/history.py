@@ -126,10 +126,13 @@ def write_pending(session: Session) -> None:
     if pending:
         connection = session.connection()
         if connection.dialect.name == "postgresql":
-            recordset.insert(connection, EVENTS, pending)  # one text for any number of events
+            # One statement, whose text is the same for any number of events: the events,
+            # and the counters they add to (completions, retries, recoveries) as its CTE.
+            counted = (counter.COUNTER_TABLE, counter.event_rows(pending), counter.ADD)
+            recordset.insert(connection, EVENTS, pending, also=counted)
         else:
             connection.execute(insert(EVENTS), pending)
-        counter.count_events(session, pending)  # completions, retries, recoveries: one statement
+            counter.count_events(session, pending)  # one statement
 
 
 @event.listens_for(Session, "before_commit")

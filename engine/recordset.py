@@ -28,15 +28,31 @@ _DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
 
 
 def insert(
-    connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]], *, on_conflict: str = ""
+    connection: Connection,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    on_conflict: str = "",
+    also: tuple[Table, Sequence[Mapping[str, Any]], str] | None = None,
 ) -> None:
     """Insert ``rows`` (dicts keyed by column name, every row the same keys) into ``table``
     in one statement on PostgreSQL; ``on_conflict`` is the statement's ``ON CONFLICT …``
-    clause, if any. Rows are inserted in the order given."""
+    clause, if any. Rows are inserted in the order given. ``also`` (a table, its rows and
+    their ``ON CONFLICT`` clause) is written by the same statement, ahead of ``rows``, as a
+    data-modifying CTE: one round trip for two tables."""
+    if also is not None and not also[1]:
+        also = None
     if not rows:
+        if also is not None:
+            insert(connection, also[0], also[1], on_conflict=also[2])
         return
+    parameters = [json.dumps(rows, default=_json_value)]
     sql = _statement(table, tuple(rows[0]), on_conflict)
-    connection.exec_driver_sql(sql, (json.dumps(rows, default=_json_value),))
+    if also is not None:
+        other, other_rows, other_conflict = also
+        sql = f"WITH also AS ({_statement(other, tuple(other_rows[0]), other_conflict)}) {sql}"
+        parameters.insert(0, json.dumps(other_rows, default=_json_value))
+    connection.exec_driver_sql(sql, tuple(parameters))
 
 
 def _json_value(value: Any) -> str:
