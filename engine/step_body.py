@@ -105,15 +105,12 @@ def _admit_here(invocation_ids: list[int]) -> list[int]:
 def _run_step(step_id: int) -> tuple[list[int], list[int]]:
     def in_own_session(session: Session) -> Outcome | None:
         outcome = perform(session, step_id)
-        if outcome is not None and outcome.error is None:
-            # The outcome commits in the body's own transaction, which holds the step's
-            # lease: handing it to a shared batch instead (rolled back here, the step
-            # locked again there) cost the worker 15% more CPU per action than the commit
-            # it saved (bench/throughput.py), and PostgreSQL's own group commit already
-            # shares the WAL flush of concurrent commits.
+        if outcome is not None and outcome.error is None and (outcome.wrote or group_commit.shared().idle()):
+            # A body that wrote commits its outcome with its writes; with no batch being
+            # written, a transaction of its own costs no more than joining one.
             conclude_body(session, step_id, outcome, leased=True)
             return None
-        return outcome  # a failure, to the next batch: rolled back, the lease released
+        return outcome  # to the next batch: rolled back, the lease released
 
     admissions: list[int] = []
     with db.session() as session, broker.admitting_here(session, admissions):
