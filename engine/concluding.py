@@ -4,9 +4,9 @@ action are marked concluded and their steps' counters decremented together
 
 ``completion.conclude_waiters`` uses it on PostgreSQL; on SQLite (no DML in a CTE) it marks
 the invocations (``concluded_waiters``) and then decrements each step in a statement of its
-own. The guard is the same as ``step.decrement``'s: a
-step whose counter would go below zero is not decremented, and ``NoPendingActions`` says
-so (the whole transaction is then rolled back, the invocations' UPDATE with it).
+own. The guard is the same as ``step.decrement``'s: a step whose counter would go below
+zero is not decremented, and ``NoPendingActions`` says so (the whole transaction is then
+rolled back, the invocations' UPDATE with it).
 """
 
 from __future__ import annotations

@@ -87,7 +87,10 @@ def _labels(labels: Mapping[str, str] | None) -> str:
 
 def _add(session: Session, increments: list[tuple[str, str, int]]) -> None:
     """One upsert adding each (name, labels, n)."""
-    rows = _rows(increments)
+    _write(session, _rows(increments))
+
+
+def _write(session: Session, rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
     connection = session.connection()
@@ -122,9 +125,7 @@ def count_events(session: Session, events: Iterable[Mapping[str, Any]]) -> None:
     Completions are counted in the transaction that completes, so a rolled-back batch
     counts nothing. On PostgreSQL ``history.write_pending`` writes ``event_rows`` in the
     statement that inserts the events instead."""
-    rows = event_rows(events)
-    if rows:
-        _add(session, [(row["name"], row["labels"], row["value"]) for row in rows])
+    _write(session, event_rows(events))
 
 
 def event_rows(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
