@@ -12,19 +12,21 @@ rolled back, the invocations' UPDATE with it).
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from sqlalchemy import Executable, bindparam, func, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.dml import ReturningUpdate
 
 from .errors import NoPendingActions
 from .invocation import Invocation
 from .step import Step
 
 
-def _statement() -> Executable:
+def _mark_waiters() -> ReturningUpdate[Any]:
+    """The invocations waiting on an action, marked concluded: their parent steps' ids."""
     invocations = Invocation.__table__.c
-    steps = Step.__table__.c
-    waiters = (
+    return (
         update(Invocation.__table__)  # type: ignore[arg-type]
         .where(
             invocations.action_id == bindparam("b_action_id"),
@@ -33,8 +35,15 @@ def _statement() -> Executable:
         )
         .values(concluded_at=bindparam("b_now"), succeeded=bindparam("b_succeeded"))
         .returning(invocations.parent_step_id)
-        .cte("waiters")
     )
+
+
+_MARK_WAITERS = _mark_waiters()
+
+
+def _statement() -> Executable:
+    steps = Step.__table__.c
+    waiters = _MARK_WAITERS.cte("waiters")
     counts = (
         select(waiters.c.parent_step_id.label("waiting_step_id"), func.count().label("waiting_count"))
         .group_by(waiters.c.parent_step_id)
@@ -85,16 +94,7 @@ def concluded_waiters(
 ) -> list[tuple[int, int]]:
     """Mark the invocations waiting on ``action_id`` concluded (SQLite): how many waited
     in each step, by step id, for the caller to decrement."""
-    invocations = Invocation.__table__.c
     rows = session.connection().execute(
-        update(Invocation.__table__)  # type: ignore[arg-type]
-        .where(
-            invocations.action_id == bindparam("b_action_id"),
-            invocations.concluded_at.is_(None),
-            invocations.parent_step_id.is_not(None),
-        )
-        .values(concluded_at=bindparam("b_now"), succeeded=bindparam("b_succeeded"))
-        .returning(invocations.parent_step_id),
-        {"b_action_id": action_id, "b_now": now, "b_succeeded": succeeded},
+        _MARK_WAITERS, {"b_action_id": action_id, "b_now": now, "b_succeeded": succeeded}
     )
     return sorted(Counter(row[0] for row in rows if row[0] is not None).items())

@@ -73,6 +73,16 @@ class DoorbellConsumer(_RedisConsumer):
     """Dramatiq's Redis consumer, waiting on its queue's doorbell when its fetch finds no
     message, instead of sleeping."""
 
+    def __init__(self, broker: RedisBroker, queue_name: str, prefetch: int, timeout: int) -> None:
+        super().__init__(broker, queue_name, prefetch, timeout)  # type: ignore[no-untyped-call]
+        self.doorbell = doorbell(broker.namespace, queue_name)
+        # At most the worker timeout, and less than the connection's read timeout (redis-py's
+        # default is 5 s), which would otherwise end the wait with an error.
+        self.ring_wait = timeout / 1000
+        read_timeout = broker.client.connection_pool.connection_kwargs.get("socket_timeout")
+        if read_timeout:
+            self.ring_wait = min(self.ring_wait, read_timeout / 2)
+
     def __next__(self) -> Any:
         try:
             while True:
@@ -102,11 +112,6 @@ class DoorbellConsumer(_RedisConsumer):
             raise ConnectionClosed(error) from None  # type: ignore[no-untyped-call]
 
     def _wait_for_a_ring(self) -> None:
-        """Block until a message rings, for at most the worker timeout, and less than the
-        connection's read timeout (redis-py's default is 5 s)."""
-        seconds = self.timeout / 1000
-        read_timeout = self.broker.client.connection_pool.connection_kwargs.get("socket_timeout")
-        if read_timeout:
-            seconds = min(seconds, read_timeout / 2)
+        """Block until a message rings, for at most ``ring_wait`` seconds."""
         with contextlib.suppress(redis.TimeoutError):  # a slow server: fetch again
-            self.broker.client.blpop([doorbell(self.broker.namespace, self.queue_name)], timeout=seconds)
+            self.broker.client.blpop([self.doorbell], timeout=self.ring_wait)

@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import dramatiq
 import pytest
@@ -35,7 +36,14 @@ def namespace() -> Iterator[str]:
     client.close()
 
 
-def a_message(broker: dramatiq.Broker) -> dramatiq.Message:  # type: ignore[type-arg]
+@pytest.fixture
+def broker(namespace: str) -> DoorbellRedisBroker:
+    broker = DoorbellRedisBroker(url=REDIS_URL, namespace=namespace)
+    broker.declare_queue(QUEUE)
+    return broker
+
+
+def a_message() -> dramatiq.Message:  # type: ignore[type-arg]
     return dramatiq.Message(queue_name=QUEUE, actor_name="noop", args=(), kwargs={}, options={})
 
 
@@ -68,50 +76,44 @@ class Receiver:
         self.consumer.close()
 
 
-def test_a_message_sent_to_an_idle_consumer_is_fetched_at_once(namespace: str) -> None:
-    broker = DoorbellRedisBroker(url=REDIS_URL, namespace=namespace)
-    broker.declare_queue(QUEUE)
-    receiver = Receiver(broker, timeout_ms=5000)
+@contextmanager
+def receiving(broker: dramatiq.Broker, timeout_ms: int) -> Iterator[Receiver]:
+    receiver = Receiver(broker, timeout_ms)
     try:
+        yield receiver
+    finally:
+        receiver.close()
+
+
+def test_a_message_sent_to_an_idle_consumer_is_fetched_at_once(broker: DoorbellRedisBroker) -> None:
+    with receiving(broker, timeout_ms=5000) as receiver:
         # Idle for a second: Dramatiq's polling consumer would now sleep 0.3-1.3 s between
         # fetches.
         time.sleep(1.0)
         sent = time.monotonic()
-        broker.enqueue(a_message(broker))
+        broker.enqueue(a_message())
         receiver.wait(1, 6.0)
         assert receiver.received, "the message never arrived"
         assert receiver.received[0] - sent < 0.15
-    finally:
-        receiver.close()
 
 
-def test_a_message_sent_without_a_ring_still_arrives(namespace: str) -> None:
-    broker = DoorbellRedisBroker(url=REDIS_URL, namespace=namespace)
-    broker.declare_queue(QUEUE)
-    receiver = Receiver(broker, timeout_ms=300)
-    try:
+def test_a_message_sent_without_a_ring_still_arrives(broker: DoorbellRedisBroker, namespace: str) -> None:
+    with receiving(broker, timeout_ms=300) as receiver:
         time.sleep(0.5)
         plain = RedisBroker(url=REDIS_URL, namespace=namespace)
         plain.declare_queue(QUEUE)
         sent = time.monotonic()
-        plain.enqueue(a_message(plain))
+        plain.enqueue(a_message())
         receiver.wait(1, 5.0)
         assert receiver.received, "a message without a ring was never fetched"
         # At most one wait on the doorbell (the worker timeout), and a fetch.
         assert receiver.received[0] - sent < 0.3 + 0.2
-    finally:
-        receiver.close()
 
 
-def test_rings_are_capped_while_no_consumer_is_idle(namespace: str) -> None:
-    broker = DoorbellRedisBroker(url=REDIS_URL, namespace=namespace)
-    broker.declare_queue(QUEUE)
+def test_rings_are_capped_while_no_consumer_is_idle(broker: DoorbellRedisBroker, namespace: str) -> None:
     for _ in range(50):
-        broker.enqueue(a_message(broker))
+        broker.enqueue(a_message())
     assert broker.client.llen(doorbell(namespace, QUEUE)) == RINGS_KEPT
-    receiver = Receiver(broker, timeout_ms=1000)
-    try:
+    with receiving(broker, timeout_ms=1000) as receiver:
         receiver.wait(50, 10.0)
         assert len(receiver.received) == 50
-    finally:
-        receiver.close()
