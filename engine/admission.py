@@ -69,11 +69,21 @@ _PARENT = "_stepwise_parent_action"
 
 def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | None:
     """Turn an invocation into an action in its lane, exactly once. None when it was
-    already settled (a redelivered message)."""
+    already settled (a redelivered message). (``admit_all`` admits many at once.)"""
     row = session.execute(_LOCK, {"invocation_id": invocation_id}).one_or_none()
     if row is None or row[0].settled_at is not None:
         return None
-    invocation, parent = row
+    candidate, settled = prepare(session, *row, actor=actor)
+    return candidate if settled else obtain(session, candidate, row[0])
+
+
+def prepare(
+    session: Session, invocation: Invocation, parent: Action | None, actor: Any = None
+) -> tuple[Action, bool]:
+    """The candidate action of a locked, unsettled ``invocation`` (``parent``: its parent
+    step's action), its keys, checksum and timeout computed and its ``before`` hook run:
+    ``(candidate, False)`` to be obtained in its lane, or ``(outcome, True)`` when the
+    invocation settled without becoming an action (failed, skipped, cancelled…)."""
     setattr(invocation, _PARENT, parent)
     try:
         if actor is None:
@@ -81,16 +91,15 @@ def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | N
         definition = find_or_add(type(actor), invocation.name)
         args = list(arguments.load(session, invocation.arguments_json))
     except (ActorNotFound, UnknownAction) as error:
-        return fail_unadmitted(session, invocation, error)
-    parent_action = _parent_action(session, invocation)
+        return fail_unadmitted(session, invocation, error), True
     candidate = Action(
         actor_type=invocation.actor_type,
         actor_id=invocation.actor_id,
         name=invocation.name,
         arguments_json=invocation.arguments_json,
         status=status.PENDING,
-        root=parent_action is None,
-        root_id=parent_action.tree_id if parent_action is not None else None,
+        root=parent is None,
+        root_id=parent.tree_id if parent is not None else None,
         outbound=definition.outbound,
         job=getattr(definition.job, "actor_name", None),
         current_step_index=0,
@@ -109,11 +118,17 @@ def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | N
     if failure is not None:
         candidate.status = status.FAILED
         candidate.record_error(failure)
-        return settle_unadmitted(session, invocation, candidate, "failed", error=failure)
+        return settle_unadmitted(session, invocation, candidate, "failed", error=failure), True
     if candidate.status != status.PENDING:
-        return settle_unadmitted(session, invocation, candidate, candidate.status)
+        return settle_unadmitted(session, invocation, candidate, candidate.status), True
+    return candidate, False
 
-    result = obtain_for(session, candidate, invocation, parent_action)
+
+def obtain(session: Session, candidate: Action, invocation: Invocation) -> Action:
+    """Admit a prepared ``candidate`` to its lane (``obtain_for``) and settle its
+    invocation as admitted when it became an action: the admitted or reused action, or
+    the unsaved candidate with its final status."""
+    result = obtain_for(session, candidate, invocation, _parent_action(session, invocation))
     if result is candidate and candidate.id is not None and invocation.settled_at is None:
         _settle(session, invocation, "admitted", candidate)
     return result

@@ -1,6 +1,7 @@
-"""Founding a lane: on PostgreSQL, an invocation whose lane does not exist becomes the
-lane's performing action, with its first step open and its invocation settled, in two
-statements.
+"""Founding lanes: on PostgreSQL, invocations whose lanes do not exist become their lanes'
+performing actions, with their first steps open and their invocations settled, in two
+statements however many they are (``found_all``: the rows travel as JSON, as in
+engine/recordset.py, so the text and its prepared plan are the same for one or many).
 
 Admission found no lane for the candidate's key (``performance.lock`` read none), so the
 candidate will perform at once. The general path writes that in five statements (the
@@ -17,33 +18,23 @@ returns False and admission locks that lane as usual), or for a transaction remo
 lane as its last action completes. The action's start is taken after that wait, so it
 never precedes that completion (the chaos test caught a start taken before it, when both
 were one statement). SQLite (no DML in a CTE) keeps the general path.
+
+The lanes' INSERT takes its keys in order, the order in which every statement locks
+lanes, so that two batches founding overlapping lanes wait for each other instead of
+deadlocking.
 """
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import (
-    BigInteger,
-    Executable,
-    Table,
-    bindparam,
-    delete,
-    exists,
-    func,
-    insert,
-    literal_column,
-    select,
-    true,
-    update,
-)
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy import Table
 from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 
-from . import broker, clock, history, status
+from . import broker, clock, history, recordset, status
 from .achievement import Achievement
 from .action import Action
 from .invocation import Invocation
@@ -52,6 +43,8 @@ from .step import Step, step_actions
 
 _ACTIONS = cast(Table, Action.__table__)
 _STEPS = cast(Table, Step.__table__)
+_ACHIEVEMENTS = cast(Table, Achievement.__table__)
+_INVOCATIONS = cast(Table, Invocation.__table__)
 #: (column, attribute) of every column the action's INSERT writes but its id.
 _COLUMNS = [
     (column, prop.key)
@@ -63,38 +56,68 @@ _COLUMNS = [
 
 def found(session: Session, candidate: Action, invocation: Invocation) -> bool:
     """Write ``candidate`` (pending, not yet in the session) as the performing action of a
-    new lane, open its first step and settle ``invocation`` as admitted, in one statement:
-    True when done (``candidate`` is then persistent in ``session``), False when the lane
-    exists after all (nothing was written)."""
-    session.flush()  # what the statements may read is written first
-    lane = {"f_key": candidate.concurrency_key, "f_now": clock.now()}
-    lane["f_outbound_key"] = candidate.tenancy_key if candidate.outbound else None
-    founded = session.connection().execute(_LANE, lane).first()
-    if founded is None:
+    new lane, open its first step and settle ``invocation`` as admitted: True when done
+    (``candidate`` is then persistent in ``session``), False when the lane exists after
+    all (nothing was written)."""
+    (step_id,) = found_all(session, [(candidate, invocation)])
+    if step_id is None:
         return False
-    now = clock.now()  # after any wait for the lane's INSERT (module docstring)
-    values = _values(candidate, now)
-    parameters: dict[str, Any] = {f"a_{name}": value for name, value in values.items()}
-    # (No parameter is named after a column: Core would add it to an INSERT's or UPDATE's
-    # columns.)
-    parameters.update(
-        f_action_id=founded[0],
-        f_erase_key=candidate.checksum_key,
-        f_index=candidate.current_step_index,
-        f_invocation_id=invocation.id,
-        f_now=now,
-    )
-    linked = invocation.parent_step_id is not None
-    if linked:
-        parameters["f_parent_step_id"] = invocation.parent_step_id
-    action_id, step_id = session.connection().execute(_statement(linked), parameters).one()
-    for name, value in values.items():
-        setattr(candidate, name, value)
-    candidate.id = action_id
-    make_transient_to_detached(candidate)
-    session.add(candidate)
-    for name, value in (("settled_at", now), ("outcome", "admitted"), ("action_id", action_id)):
-        set_committed_value(invocation, name, value)
+    record(session, candidate, invocation, step_id)
+    return True
+
+
+def found_all(session: Session, admissions: Sequence[tuple[Action, Invocation]]) -> list[int | None]:
+    """``found`` for many candidates at once, each of a distinct key whose lane admission
+    found none: two statements whatever their number. Returns each one's first step id,
+    or None where its lane exists after all (nothing was written for it). The caller
+    ``record``s each founded one, in its own transition's share of the session."""
+    if not admissions:
+        return []
+    session.flush()  # what the statements may read is written first
+    lanes = [
+        {
+            "concurrency_key": candidate.concurrency_key,
+            "outbound_complete_key": candidate.tenancy_key if candidate.outbound else None,
+        }
+        for candidate, _ in admissions
+    ]
+    connection = session.connection()
+    lanes_inserted = connection.exec_driver_sql(_LANES_SQL, (recordset.dumps(lanes), clock.now()))
+    ids: dict[str, int] = dict(lanes_inserted.all())
+    if not ids:
+        return [None] * len(admissions)
+    now = clock.now()  # after any wait for the lanes' INSERT (module docstring)
+    founded: list[tuple[Action, Invocation, dict[str, Any]]] = []
+    for candidate, invocation in admissions:
+        action_id = ids.get(candidate.concurrency_key)
+        if action_id is not None:
+            founded.append((candidate, invocation, {"id": action_id, **_values(candidate, now)}))
+    rows = [{column.name: values[name] for column, name in _COLUMNS_AND_ID} for _, _, values in founded]
+    links = [
+        {
+            "action_id": values["id"],
+            "invocation_id": invocation.id,
+            "parent_step_id": invocation.parent_step_id,
+            "definition_index": candidate.current_step_index,
+        }
+        for candidate, invocation, values in founded
+    ]
+    parameters = (recordset.dumps(rows), recordset.dumps(links), now)
+    opened: dict[int, int] = dict(connection.exec_driver_sql(_FOUNDED_SQL, parameters).all())
+    for candidate, invocation, values in founded:
+        for name, value in values.items():
+            setattr(candidate, name, value)
+        make_transient_to_detached(candidate)
+        session.add(candidate)
+        for name, value in (("settled_at", now), ("outcome", "admitted"), ("action_id", candidate.id)):
+            set_committed_value(invocation, name, value)
+    action_ids = [ids.get(candidate.concurrency_key) for candidate, _ in admissions]
+    return [None if action_id is None else opened[action_id] for action_id in action_ids]
+
+
+def record(session: Session, candidate: Action, invocation: Invocation, step_id: int) -> None:
+    """What follows a founded action's commit: its history, its first step's body, its
+    timeout."""
     history.record(
         session, candidate, "admitted", lane=candidate.concurrency_key, invocation_id=invocation.id
     )
@@ -103,8 +126,7 @@ def found(session: Session, candidate: Action, invocation: Invocation) -> bool:
     broker.ready_after_commit(session, step_id)
     if candidate.timeout_seconds:
         delay = timedelta(seconds=candidate.timeout_seconds)
-        broker.enqueue(session, broker.TIMEOUT, action_id, delay=delay)
-    return True
+        broker.enqueue(session, broker.TIMEOUT, candidate.id, delay=delay)
 
 
 def _values(candidate: Action, now: Any) -> dict[str, Any]:
@@ -133,84 +155,52 @@ def _values(candidate: Action, now: Any) -> dict[str, Any]:
 
 
 _LANES = cast(Table, Performance.__table__)
-#: The lane, with the id its action will have: that id, or no row when the lane exists.
-_LANE = (
-    pg_insert(_LANES)
-    .values(
-        concurrency_key=bindparam("f_key"),
-        action_id=func.nextval(literal_column(f"pg_get_serial_sequence('{_ACTIONS.name}', 'id')")),
-        outbound_complete_key=bindparam("f_outbound_key"),
-        created_at=bindparam("f_now"),
-        updated_at=bindparam("f_now"),
-    )
-    .on_conflict_do_nothing(index_elements=["concurrency_key"])
-    .returning(_LANES.c.action_id)
+#: The lanes (key and outbound key, as JSON rows; then the time), each with the id its
+#: action will have: a row for each lane inserted, none where the lane exists. Keys in
+#: order: the lock order of every lane statement.
+_LANES_SQL = f"""
+INSERT INTO {_LANES.name} (concurrency_key, action_id, outbound_complete_key, created_at, updated_at)
+SELECT lane.concurrency_key, nextval(pg_get_serial_sequence('{_ACTIONS.name}', 'id')),
+       lane.outbound_complete_key, now.at, now.at
+FROM json_populate_recordset(NULL::{_LANES.name}, %s::json) AS lane, (SELECT %s::timestamp AS at) AS now
+ORDER BY lane.concurrency_key
+ON CONFLICT (concurrency_key) DO NOTHING
+RETURNING concurrency_key, action_id"""
+
+_COLUMNS_AND_ID = [(_ACTIONS.c.id, "id"), *_COLUMNS]
+_NAMES = ", ".join(column.name for column, _ in _COLUMNS_AND_ID)
+#: The actions (JSON rows of every column, already performing), what links each to its
+#: invocation and its parent step (JSON rows), and the time: the actions, their keys'
+#: achievements erased, their first steps opened, their invocations settled and linked to
+#: their parent steps. Returns each action's id and its first step's.
+_FOUNDED_SQL = f"""
+WITH founded AS (
+  INSERT INTO {_ACTIONS.name} ({_NAMES})
+  SELECT {_NAMES} FROM json_populate_recordset(NULL::{_ACTIONS.name}, %s::json)
+  RETURNING id, checksum_key
+), link AS (
+  SELECT * FROM json_to_recordset(%s::json)
+    AS link(action_id bigint, invocation_id bigint, parent_step_id bigint, definition_index integer)
+), now AS (
+  SELECT %s::timestamp AS at
+), erased AS (
+  DELETE FROM {_ACHIEVEMENTS.name} WHERE checksum_key IN (SELECT checksum_key FROM founded)
+), opened AS (
+  INSERT INTO {_STEPS.name} (action_id, definition_index, visit, attempt, status, pending_actions_count,
+                             unsuccessful_actions_count, started_at, created_at, updated_at)
+  SELECT founded.id, link.definition_index, 1, 1, '{status.STEP_PERFORMING}', 0, 0, now.at, now.at, now.at
+  FROM founded JOIN link ON link.action_id = founded.id, now
+  ORDER BY founded.id
+  RETURNING action_id, id
+), settled AS (
+  UPDATE {_INVOCATIONS.name} AS invocation
+  SET settled_at = now.at, outcome = 'admitted', action_id = founded.id
+  FROM founded JOIN link ON link.action_id = founded.id, now
+  WHERE invocation.id = link.invocation_id
+), linked AS (
+  INSERT INTO {step_actions.name} (parent_step_id, child_action_id)
+  SELECT link.parent_step_id, founded.id FROM founded JOIN link ON link.action_id = founded.id
+  WHERE link.parent_step_id IS NOT NULL
+  ON CONFLICT (parent_step_id, child_action_id) DO NOTHING
 )
-
-
-@functools.cache
-def _statement(linked: bool) -> Executable:
-    """The chain of CTEs after the lane; ``linked`` when the invocation has a parent step
-    to link."""
-    founded = (
-        insert(_ACTIONS)
-        .from_select(
-            ["id", *(column.name for column, _ in _COLUMNS)],
-            select(
-                bindparam("f_action_id", type_=BigInteger),
-                *(bindparam(f"a_{name}", type_=column.type) for column, name in _COLUMNS),
-            ),
-            include_defaults=False,
-        )
-        .returning(_ACTIONS.c.id)
-        .cte("founded")
-    )
-    achievements = cast(Table, Achievement.__table__)
-    erased = (
-        delete(achievements)
-        .where(achievements.c.checksum_key == bindparam("f_erase_key"), exists(select(founded.c.id)))
-        .cte("erased")
-    )
-    # The step's columns and what the statement writes in each.
-    step = {
-        "action_id": founded.c.id,
-        "definition_index": bindparam("f_index"),
-        "visit": literal_column("1"),
-        "status": literal_column(f"'{status.STEP_PERFORMING}'"),
-        "pending_actions_count": literal_column("0"),
-        "unsuccessful_actions_count": literal_column("0"),
-        "started_at": bindparam("f_now"),
-        "created_at": bindparam("f_now"),
-        "updated_at": bindparam("f_now"),
-    }
-    opened = (
-        insert(_STEPS).from_select(list(step), select(*step.values())).returning(_STEPS.c.id).cte("opened")
-    )
-    invocations = cast(Table, Invocation.__table__)
-    settled = (
-        update(invocations)
-        .where(invocations.c.id == bindparam("f_invocation_id"), exists(select(founded.c.id)))
-        .values(
-            settled_at=bindparam("f_now"),
-            outcome=literal_column("'admitted'"),
-            action_id=select(founded.c.id).scalar_subquery(),
-        )
-        .cte("settled")
-    )
-    statement = (
-        select(founded.c.id, opened.c.id.label("step_id"))
-        .select_from(founded.join(opened, true()))
-        .add_cte(erased, settled)
-    )
-    if linked:
-        link = (
-            pg_insert(step_actions)
-            .from_select(
-                ["parent_step_id", "child_action_id"],
-                select(bindparam("f_parent_step_id", type_=BigInteger), founded.c.id),
-            )
-            .on_conflict_do_nothing(index_elements=["parent_step_id", "child_action_id"])
-            .cte("linked")
-        )
-        statement = statement.add_cte(link)
-    return statement
+SELECT action_id, id FROM opened"""

@@ -13,13 +13,20 @@ stays at-least-once and nothing is acknowledged before it is durable. When one t
 of a batch fails, the batch is rolled back and each of its transitions runs again alone,
 so the others commit and the failing one fails by itself; a deadlock or a lost connection
 reruns the whole batch (nothing of it was committed).
+
+A transition may also be handed in as data: an item and the function that runs every
+such item of a batch together (``run_together``), so that one kind of transition costs
+its statements once per batch, not once per item: the set-based kernel's shape
+(``admission.admit_all`` admits every invocation of a batch with one lock of their rows,
+one of their lanes and one founding statement).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy.orm import Session
@@ -38,10 +45,30 @@ MAX_BATCH = 64
 class Unit(Generic[T]):
     """One transition waiting for its batch: what to run, and what it came to."""
 
-    __slots__ = ("admissions", "after_commit", "done", "error", "lead", "ready", "result", "work")
+    __slots__ = (
+        "admissions",
+        "after_commit",
+        "done",
+        "error",
+        "item",
+        "lead",
+        "ready",
+        "result",
+        "together",
+        "work",
+    )
 
-    def __init__(self, work: Callable[[Session], T]) -> None:
+    def __init__(
+        self,
+        work: Callable[[Session], T] | None,
+        together: Together | None = None,
+        item: Any = None,
+    ) -> None:
         self.work = work
+        #: Handed in as data: ``together`` runs this unit's ``item`` with the other units
+        #: of its batch that name the same function, and sets each one's ``result``.
+        self.together = together
+        self.item = item
         self.done = threading.Event()
         self.lead = False
         self.result: T | None = None
@@ -51,6 +78,18 @@ class Unit(Generic[T]):
         self.after_commit: list[Callable[[], Any]] = []
         self.ready: list[int] = []
         self.admissions: list[int] = []
+
+    @contextmanager
+    def collecting(self, session: Session) -> Iterator[None]:
+        """Inside the block, the broker messages, ready steps and due admissions ``session``
+        registers are this unit's (a ``together`` function enters it for each item)."""
+        with broker.collecting(session, self.after_commit, self.ready, self.admissions):
+            yield
+
+
+#: Runs the items of several units at once in a batch's session; it enters each unit's
+#: ``collecting`` for what belongs to that unit alone, and sets each unit's ``result``.
+Together = Callable[[Session, Sequence[Unit[Any]]], None]
 
 
 class GroupCommit:
@@ -73,7 +112,14 @@ class GroupCommit:
         """Run ``work(session)`` in a shared transaction; return its result, the steps it
         made ready and the invocations it made due for admission, once committed. Its
         broker messages are sent before this returns."""
-        unit: Unit[T] = Unit(work)
+        return self._run(Unit(work))
+
+    def run_together(self, together: Together, item: Any) -> tuple[Any, list[int], list[int]]:
+        """``run`` for a transition handed in as data: ``together(session, units)`` runs
+        ``item`` with every other item of the same batch handed to the same function."""
+        return self._run(Unit(None, together, item))
+
+    def _run(self, unit: Unit[T]) -> tuple[T, list[int], list[int]]:
         with self._lock:
             self._waiting.append(unit)
             leads = not self._writing
@@ -121,10 +167,17 @@ class GroupCommit:
 
     @staticmethod
     def _run_all(session: Session, batch: list[Unit[Any]]) -> None:
+        kinds: dict[Together, list[Unit[Any]]] = {}
         for unit in batch:
-            unit.after_commit, unit.ready, unit.admissions = [], [], []
-            with broker.collecting(session, unit.after_commit, unit.ready, unit.admissions):
-                unit.result = unit.work(session)
+            unit.after_commit, unit.ready, unit.admissions, unit.result = [], [], [], None
+            if unit.together is not None:
+                kinds.setdefault(unit.together, []).append(unit)
+        for together, units in kinds.items():
+            together(session, units)
+        for unit in batch:
+            if unit.work is not None:
+                with unit.collecting(session):
+                    unit.result = unit.work(session)
 
 
 _shared: GroupCommit | None = None
@@ -144,3 +197,8 @@ def shared() -> GroupCommit:
 def run(work: Callable[[Session], T]) -> tuple[T, list[int], list[int]]:
     """Run ``work`` in this process's next batch: see ``GroupCommit.run``."""
     return shared().run(work)
+
+
+def run_together(together: Together, item: Any) -> tuple[Any, list[int], list[int]]:
+    """Run ``item`` in this process's next batch: see ``GroupCommit.run_together``."""
+    return shared().run_together(together, item)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -17,7 +18,20 @@ import dramatiq
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from . import admission, broker, bulk_work, clock, db, durable, group_commit, history, inbox, registry, status
+from . import (
+    admission,
+    batch_admission,
+    broker,
+    bulk_work,
+    clock,
+    db,
+    durable,
+    group_commit,
+    history,
+    inbox,
+    registry,
+    status,
+)
 from .action import Action
 from .completion import complete_action, conclude
 from .invocation import Invocation
@@ -36,19 +50,24 @@ OPTIONS: dict[str, Any] = {"queue_name": broker.QUEUE, "max_retries": 10}
 def admit(invocation_id: int) -> None:
     """Admit an invocation to its lane and run the steps that become ready."""
 
-    def work(session: Session) -> None:
-        if admission.admit(session, invocation_id) is None:
-            # Redelivered (perhaps after a crash): finish what the first delivery began.
-            invocation = session.get(Invocation, invocation_id)
-            if invocation is not None and invocation.action_id is not None:
-                resume(session, invocation.action_id)
-
     try:
-        _, ready, admissions = group_commit.run(work)
+        _, ready, admissions = group_commit.run_together(_admit_or_resume, (invocation_id,))
     except Exception as error:
         admission.record_unhandled_error(invocation_id, error)
         raise
     run_steps(ready, admissions)
+
+
+def _admit_or_resume(session: Session, units: Sequence[group_commit.Unit[Any]]) -> None:
+    """Admit the invocations of a batch's ``admit`` messages together; one settled already
+    was redelivered (perhaps after a crash): finish what its first delivery began."""
+    batch_admission.admit_all(session, units)
+    for unit in units:
+        for invocation_id, admitted in zip(unit.item, unit.result or (), strict=True):
+            invocation = session.get(Invocation, invocation_id) if admitted is None else None
+            if invocation is not None and invocation.action_id is not None:
+                with unit.collecting(session):
+                    resume(session, invocation.action_id)
 
 
 @dramatiq.actor(actor_name=broker.PERFORM_STEP, **OPTIONS)

@@ -24,6 +24,7 @@ from sqlalchemy import (
     text,
     true,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
@@ -92,6 +93,25 @@ def of(session: Session, action: Action) -> Performance | None:
 
 def lock(session: Session, concurrency_key: str) -> Performance | None:
     return session.scalars(_LOCK, {"key": concurrency_key}).one_or_none()
+
+
+#: PostgreSQL: the lanes of many keys, locked in key order.
+_LOCK_ALL = (
+    select(Performance)
+    .where(Performance.concurrency_key == bindparam("keys", type_=ARRAY(String)).any_())
+    .order_by(Performance.concurrency_key)
+    .with_for_update()
+    .execution_options(populate_existing=True)
+)
+
+
+def lock_all(session: Session, concurrency_keys: set[str]) -> dict[str, Performance]:
+    """PostgreSQL: the existing lanes of ``concurrency_keys`` by key, locked in one
+    statement, in key order."""
+    if not concurrency_keys:
+        return {}
+    lanes = session.scalars(_LOCK_ALL, {"keys": sorted(concurrency_keys)})
+    return {lane.concurrency_key: lane for lane in lanes if lane.concurrency_key is not None}
 
 
 def create(session: Session, founder: Action) -> int | None:

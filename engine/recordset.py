@@ -46,13 +46,19 @@ def insert(
         if also is not None:
             insert(connection, also[0], also[1], on_conflict=also[2])
         return
-    parameters = [json.dumps(rows, default=_json_value)]
+    parameters = [dumps(rows)]
     sql = _statement(table, tuple(rows[0]), on_conflict)
     if also is not None:
         other, other_rows, other_conflict = also
         sql = f"WITH also AS ({_statement(other, tuple(other_rows[0]), other_conflict)}) {sql}"
-        parameters.insert(0, json.dumps(other_rows, default=_json_value))
+        parameters.insert(0, dumps(other_rows))
     connection.exec_driver_sql(sql, tuple(parameters))
+
+
+def dumps(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``rows`` as the one JSON parameter ``json_populate_recordset`` (or ``json_to_recordset``)
+    reads."""
+    return json.dumps(rows, default=_json_value)
 
 
 def _json_value(value: Any) -> str:

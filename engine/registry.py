@@ -7,9 +7,11 @@ objects by the type name stored on action rows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import inspect as sa_inspect
+from sqlalchemy import select
 from sqlalchemy.exc import NoInspectionAvailable
 from sqlalchemy.orm import Session
 
@@ -148,16 +150,35 @@ def load_actor(session: Session, actor_type: str, actor_id: str, *, fresh: bool 
     if service is not None:
         return service
     cls = actor_class(actor_type)
-    mapper: Any = sa_inspect(cls)
-    column = mapper.primary_key[0]
-    try:
-        key: Any = column.type.python_type(actor_id)
-    except (NotImplementedError, ValueError, TypeError):
-        key = actor_id
-    row = session.get(cls, key, populate_existing=fresh)
+    row = session.get(cls, _primary_key(cls, actor_id), populate_existing=fresh)
     if row is None:
         raise ActorNotFound(f"{actor_type}/{actor_id} no longer exists")
     return row
+
+
+def load_actors(session: Session, references: Sequence[tuple[str, str]]) -> list[object]:
+    """The rows of many actors (``(actor_type, actor_id)``), read with one statement per
+    class into ``session``, where ``load_actor`` then finds them without a query while
+    the caller holds the list. Services and unknown classes are left to ``load_actor``."""
+    wanted: dict[type, set[Any]] = {}
+    for actor_type, actor_id in references:
+        cls = _actor_classes.get(actor_type)
+        if cls is not None and (actor_type, actor_id) not in _services and sa_inspect(cls, False) is not None:
+            wanted.setdefault(cls, set()).add(_primary_key(cls, actor_id))
+    rows: list[object] = []
+    for cls, keys in wanted.items():
+        column: Any = sa_inspect(cls).primary_key[0]
+        rows.extend(session.scalars(select(cls).where(column.in_(sorted(keys, key=str)))))
+    return rows
+
+
+def _primary_key(cls: type, actor_id: str) -> Any:
+    """The primary key value an actor id (always stored as text) stands for."""
+    column: Any = sa_inspect(cls).primary_key[0]
+    try:
+        return column.type.python_type(actor_id)
+    except (NotImplementedError, ValueError, TypeError):
+        return actor_id
 
 
 def snapshot() -> tuple[dict[tuple[type, str], Definition], list[Any]]:

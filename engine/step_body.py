@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from . import admission, arguments, attempt, broker, clock, db, group_commit, history, status
+from . import arguments, attempt, batch_admission, broker, clock, db, group_commit, history, status
 from .action import Action, error_data
 from .completion import complete_step
 from .config import call_user_code
@@ -80,19 +80,13 @@ def run_steps(step_ids: list[int], admissions: list[int] | None = None) -> None:
 
 
 def _admit_here(invocation_ids: list[int]) -> list[int]:
-    """Admit invocations that became due in this process, in one transition; the steps
-    that became ready. If that fails, their messages go to the broker instead, where each
-    is retried (and its error recorded) alone."""
-
-    def work(session: Session) -> None:
-        # The admitted actions are kept until the transition ends: each holds its actor,
-        # which keeps it in the session's (weak) identity map, so siblings on one actor
-        # read it once, not once each.
-        admitted = [admission.admit(session, invocation_id) for invocation_id in invocation_ids]
-        del admitted
+    """Admit invocations that became due in this process, in one transition (with the
+    other admissions of its batch: engine/batch_admission.py); the steps that became
+    ready. If that fails, their messages go to the broker instead, where each is retried
+    (and its error recorded) alone."""
 
     try:
-        _, steps, more = group_commit.run(work)
+        _, steps, more = group_commit.run_together(batch_admission.admit_all, tuple(invocation_ids))
     except Exception:
         for invocation_id in invocation_ids:
             broker.send(broker.ADMIT, invocation_id)

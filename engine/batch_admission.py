@@ -1,0 +1,107 @@
+"""Admitting a batch: every invocation of a group-commit batch admitted with one lock of
+their rows, one of their lanes and one founding of the lanes that do not exist yet.
+
+``admit_all`` is the set-based form of ``admission.admit`` (engine/group_commit.py hands it
+the items of every transition of a batch that admits: a worker's ``admit`` messages, and
+the children its step bodies started). On PostgreSQL it takes, whatever the number of
+invocations:
+
+- one ``SELECT … FOR UPDATE`` of the invocations, in id order, with their parent steps'
+  actions; one read of their actors per actor class;
+- the user code of each (keys, checksum, timeout, ``before``), as ``admission.prepare``;
+- one ``SELECT … FOR UPDATE`` of the lanes of their keys, in key order;
+- two statements founding the lanes that do not exist (engine/founding.py).
+
+An invocation whose lane exists, whose key another invocation of the batch founds, or
+that has a checksum to look up goes through ``admission.obtain`` as before, after the
+founders, in id order: the same outcome as admitting them one by one in id order. SQLite
+admits them one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import BigInteger, bindparam, select
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import Session
+
+from . import founding, performance, registry
+from .action import Action
+from .admission import admit, obtain, prepare
+from .group_commit import Unit
+from .invocation import Invocation
+from .step import Step
+
+#: The invocations, holding their row locks in id order, each with its parent step's
+#: action (None for a root): ``admission._LOCK`` for many ids.
+_LOCK_ALL = (
+    select(Invocation, Action)
+    .outerjoin(Step, Step.id == Invocation.parent_step_id)
+    .outerjoin(Action, Action.id == Step.action_id)
+    .where(Invocation.id == bindparam("ids", type_=ARRAY(BigInteger)).any_())
+    .order_by(Invocation.id)
+    .with_for_update(of=Invocation)
+    .execution_options(populate_existing=True)
+)
+
+
+def admit_all(session: Session, units: Sequence[Unit[Any]]) -> None:
+    """Admit the invocations each unit's ``item`` names (a sequence of ids); each unit's
+    ``result`` is the list of what ``admission.admit`` returned for its ids. What an
+    admission registers for after the commit (history aside) is its own unit's."""
+    owners = {invocation_id: unit for unit in units for invocation_id in unit.item}
+    results: dict[int, Action | None] = {}
+    if session.get_bind().dialect.name == "postgresql":
+        _admit_on_postgres(session, owners, results)
+    else:
+        for invocation_id in sorted(owners):
+            with owners[invocation_id].collecting(session):
+                results[invocation_id] = admit(session, invocation_id)
+    for unit in units:
+        unit.result = [results[invocation_id] for invocation_id in unit.item]
+
+
+def _admit_on_postgres(
+    session: Session, owners: dict[int, Unit[Any]], results: dict[int, Action | None]
+) -> None:
+    rows = session.execute(_LOCK_ALL, {"ids": sorted(owners)}).all()
+    unsettled = [(invocation, parent) for invocation, parent in rows if invocation.settled_at is None]
+    for invocation_id in owners:
+        results[invocation_id] = None  # unknown, or settled already (a redelivery)
+    # Read at once, and held here: the session's identity map keeps an object only while
+    # something refers to it.
+    actors = registry.load_actors(session, [(row[0].actor_type, row[0].actor_id) for row in unsettled])
+    candidates: list[tuple[Action, Invocation]] = []
+    for invocation, parent in unsettled:
+        with owners[invocation.id].collecting(session):
+            candidate, settled = prepare(session, invocation, parent)
+        if settled:
+            results[invocation.id] = candidate
+        else:
+            candidates.append((candidate, invocation))
+    del actors
+    lanes = performance.lock_all(session, {candidate.concurrency_key for candidate, _ in candidates})
+    # The first invocation of each key with no lane founds it, unless one of that key
+    # has a checksum to look up first: its key is admitted one by one, in id order.
+    looked_up = {candidate.concurrency_key for candidate, _ in candidates if candidate.checksum is not None}
+    founders: list[tuple[Action, Invocation]] = []
+    others: list[tuple[Action, Invocation]] = []
+    for candidate, invocation in candidates:
+        key = candidate.concurrency_key
+        if key in lanes or key in looked_up or any(key == other.concurrency_key for other, _ in founders):
+            others.append((candidate, invocation))
+        else:
+            founders.append((candidate, invocation))
+    step_ids = founding.found_all(session, founders)
+    for (candidate, invocation), step_id in zip(founders, step_ids, strict=True):
+        with owners[invocation.id].collecting(session):
+            if step_id is None:  # another transaction founded the lane meanwhile
+                results[invocation.id] = obtain(session, candidate, invocation)
+            else:
+                founding.record(session, candidate, invocation, step_id)
+                results[invocation.id] = candidate
+    for candidate, invocation in others:
+        with owners[invocation.id].collecting(session):
+            results[invocation.id] = obtain(session, candidate, invocation)
