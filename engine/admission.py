@@ -69,7 +69,8 @@ _PARENT = "_stepwise_parent_action"
 
 def admit(session: Session, invocation_id: int, actor: Any = None) -> Action | None:
     """Turn an invocation into an action in its lane, exactly once. None when it was
-    already settled (a redelivered message). (``admit_all`` admits many at once.)"""
+    already settled (a redelivered message). (``batch_admission.admit_all`` admits many
+    at once.)"""
     row = session.execute(_LOCK, {"invocation_id": invocation_id}).one_or_none()
     if row is None or row[0].settled_at is not None:
         return None

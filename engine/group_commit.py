@@ -17,8 +17,8 @@ reruns the whole batch (nothing of it was committed).
 A transition may also be handed in as data: an item and the function that runs every
 such item of a batch together (``run_together``), so that one kind of transition costs
 its statements once per batch, not once per item: the set-based kernel's shape
-(``admission.admit_all`` admits every invocation of a batch with one lock of their rows,
-one of their lanes and one founding statement).
+(``batch_admission.admit_all`` admits every invocation of a batch with one lock of their
+rows, one of their lanes and one founding statement).
 """
 
 from __future__ import annotations
