@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -137,13 +138,15 @@ def writes(s: Session) -> int:
     return int(s.connection().info.get(_WRITES_COUNT, 0))
 
 
-_prepared: set[int] = set()
+#: The engines given their connection settings already. Weak: a dropped engine leaves, and
+#: a new one is never mistaken for it (an ``id()`` can be reused once its object is gone).
+_prepared: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 def prepare_sqlite(engine: Engine) -> None:
-    if id(engine) in _prepared:
+    if engine in _prepared:
         return
-    _prepared.add(id(engine))
+    _prepared.add(engine)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
