@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from sqlalchemy import BigInteger, bindparam, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session, make_transient
 from sqlalchemy.orm.attributes import set_committed_value
@@ -56,13 +57,17 @@ def _record_unhandled(session: Session, invocation_id: int, error: BaseException
 
 #: The invocation, holding its row lock, with its parent step's action (None for a root):
 #: one read. The parent's columns used (its id and tree) never change.
-_LOCK = (
+_LOCKED = (
     select(Invocation, Action)
     .outerjoin(Step, Step.id == Invocation.parent_step_id)
     .outerjoin(Action, Action.id == Step.action_id)
-    .where(Invocation.id == bindparam("invocation_id"))
     .with_for_update(of=Invocation)
     .execution_options(populate_existing=True)
+)
+_LOCK = _LOCKED.where(Invocation.id == bindparam("invocation_id"))
+#: PostgreSQL: the same for many ids, locked in id order (engine/batch_admission.py).
+LOCK_ALL = _LOCKED.where(Invocation.id == bindparam("ids", type_=ARRAY(BigInteger)).any_()).order_by(
+    Invocation.id
 )
 _PARENT = "_stepwise_parent_action"
 

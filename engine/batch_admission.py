@@ -23,28 +23,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, bindparam, select
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from . import founding, performance, registry
 from .action import Action
-from .admission import admit, obtain, prepare
+from .admission import LOCK_ALL, admit, obtain, prepare
 from .group_commit import Unit
 from .invocation import Invocation
-from .step import Step
-
-#: The invocations, holding their row locks in id order, each with its parent step's
-#: action (None for a root): ``admission._LOCK`` for many ids.
-_LOCK_ALL = (
-    select(Invocation, Action)
-    .outerjoin(Step, Step.id == Invocation.parent_step_id)
-    .outerjoin(Action, Action.id == Step.action_id)
-    .where(Invocation.id == bindparam("ids", type_=ARRAY(BigInteger)).any_())
-    .order_by(Invocation.id)
-    .with_for_update(of=Invocation)
-    .execution_options(populate_existing=True)
-)
 
 
 def admit_all(session: Session, units: Sequence[Unit[Any]]) -> None:
@@ -66,7 +51,7 @@ def admit_all(session: Session, units: Sequence[Unit[Any]]) -> None:
 def _admit_on_postgres(
     session: Session, owners: dict[int, Unit[Any]], results: dict[int, Action | None]
 ) -> None:
-    rows = session.execute(_LOCK_ALL, {"ids": sorted(owners)}).all()
+    rows = session.execute(LOCK_ALL, {"ids": sorted(owners)}).all()
     unsettled = [(invocation, parent) for invocation, parent in rows if invocation.settled_at is None]
     for invocation_id in owners:
         results[invocation_id] = None  # unknown, or settled already (a redelivery)
@@ -88,12 +73,13 @@ def _admit_on_postgres(
     looked_up = {candidate.concurrency_key for candidate, _ in candidates if candidate.checksum is not None}
     founders: list[tuple[Action, Invocation]] = []
     others: list[tuple[Action, Invocation]] = []
+    taken = set(lanes) | looked_up
     for candidate, invocation in candidates:
-        key = candidate.concurrency_key
-        if key in lanes or key in looked_up or any(key == other.concurrency_key for other, _ in founders):
+        if candidate.concurrency_key in taken:
             others.append((candidate, invocation))
         else:
             founders.append((candidate, invocation))
+            taken.add(candidate.concurrency_key)
     step_ids = founding.found_all(session, founders)
     for (candidate, invocation), step_id in zip(founders, step_ids, strict=True):
         with owners[invocation.id].collecting(session):

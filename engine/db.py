@@ -8,9 +8,7 @@ The database is the only source of truth. ``configure()`` is the one place that 
 from __future__ import annotations
 
 import os
-import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -21,8 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, SessionTransaction, mapped_column, sessionmaker
 
-from . import clock, pg_connection
-from .errors import SessionConflict
+from . import clock, pg_connection, sqlite_connection
 
 DEFAULT_URL = "sqlite:///stepwise.db"
 
@@ -73,7 +70,7 @@ def configure(target: str | Engine | None = None, **engine_options: Any) -> Engi
         # Connections opened from now on keep their prepared statements (engine/pg_connection.py).
         event.listen(engine, "do_connect", pg_connection.connect)
     if engine.dialect.name == "sqlite":
-        prepare_sqlite(engine)
+        sqlite_connection.prepare(engine)
     count_writes(engine)
     _engine = engine
     _sessionmaker = sessionmaker(bind=engine, expire_on_commit=False)
@@ -129,99 +126,13 @@ def count_writes(engine: Engine) -> None:
 
     @event.listens_for(engine, "before_cursor_execute")
     def _count(conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any, _many: bool) -> None:
-        if statement.lstrip()[:9].upper().startswith(_WRITES):
+        if statement.lstrip()[:9].upper().startswith(sqlite_connection.WRITES):
             conn.info[_WRITES_COUNT] = conn.info.get(_WRITES_COUNT, 0) + 1
 
 
 def writes(s: Session) -> int:
     """How many writing statements the connection of ``s``'s transaction has run so far."""
     return int(s.connection().info.get(_WRITES_COUNT, 0))
-
-
-#: The engines given their connection settings already. Weak: a dropped engine leaves, and
-#: a new one is never mistaken for it (an ``id()`` can be reused once its object is gone).
-_prepared: weakref.WeakSet[Engine] = weakref.WeakSet()
-
-
-def prepare_sqlite(engine: Engine) -> None:
-    if engine in _prepared:
-        return
-    _prepared.add(engine)
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Let us emit BEGIN ourselves (pysqlite's own transaction handling is deferred).
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        if engine.url.database not in (None, "", ":memory:"):
-            cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.close()
-
-    @event.listens_for(engine, "checkin")
-    def _checked_in(dbapi_connection: Any, _record: Any) -> None:
-        with _writers_lock:  # rolled back by the pool's reset: it holds no lock now
-            _writers.pop(id(dbapi_connection), None)
-
-    @event.listens_for(engine, "before_cursor_execute")
-    def _begin_before_write(
-        conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
-    ) -> None:
-        # Reads run outside transactions and always see the latest commit (no stale WAL
-        # snapshot held by an idle session); the first write begins IMMEDIATE, taking the
-        # write lock up front instead of failing with SQLITE_BUSY on a lock upgrade.
-        if statement.lstrip()[:9].upper().startswith(_WRITES):
-            begin_immediate(conn.connection.dbapi_connection, sqlite_file(engine))
-
-
-_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "SAVEPOINT", "CREATE", "DROP", "ALTER")
-
-
-def sqlite_file(engine: Engine) -> str | None:
-    """The absolute path of a SQLite database file (None in memory)."""
-    database = engine.url.database
-    if database in (None, "", ":memory:") or database.startswith("file:"):
-        return None
-    return os.path.abspath(database)
-
-
-#: The SQLite connections that hold a write lock, by id: (connection, thread, file).
-_writers: dict[int, tuple[Any, int, str]] = {}
-_writers_lock = threading.Lock()
-
-
-def begin_immediate(dbapi_connection: Any, file: str | None = None) -> None:
-    """Take the write lock of the SQLite ``file`` on this connection, unless it holds it.
-
-    A thread whose other connection to the same file holds the lock (a session that wrote
-    and has not committed) would wait for itself: ``SessionConflict`` says so at once."""
-    if dbapi_connection.in_transaction:
-        return
-    if file is None:
-        dbapi_connection.execute("BEGIN IMMEDIATE")
-        return
-    thread = threading.get_ident()
-    with _writers_lock:
-        for key, (other, holder, held_file) in list(_writers.items()):
-            try:
-                holding = other.in_transaction
-            except Exception:  # closed
-                holding = False
-            if not holding:
-                del _writers[key]
-            elif holder == thread and held_file == file and other is not dbapi_connection:
-                raise SessionConflict(
-                    f"another session of this thread has written to {file} and not committed, "
-                    "so it holds SQLite's write lock and this transaction would wait for it "
-                    "forever: do this work in that session (engine.complete_action(action_id, "
-                    "session=session), an engine.commands function with session=session, or an "
-                    "action or actor loaded in that session), or commit that session first"
-                )
-    dbapi_connection.execute("BEGIN IMMEDIATE")
-    with _writers_lock:
-        _writers[id(dbapi_connection)] = (dbapi_connection, thread, file)
 
 
 def lock_for_write(s: Session) -> None:
@@ -231,7 +142,8 @@ def lock_for_write(s: Session) -> None:
     connection = s.connection()
     if connection.dialect.name == "sqlite":
         try:
-            begin_immediate(connection.connection.dbapi_connection, sqlite_file(connection.engine))
+            dbapi_connection = connection.connection.dbapi_connection
+            sqlite_connection.begin_immediate(dbapi_connection, sqlite_connection.file_of(connection.engine))
         except connection.dialect.loaded_dbapi.OperationalError as error:
             raise OperationalError("BEGIN IMMEDIATE", None, error) from error
 

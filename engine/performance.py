@@ -73,12 +73,8 @@ class Performance(Timestamps, Base):
         return f"<Performance {self.id} {self.concurrency_key} current={self.action_id}>"
 
 
-_LOCK = (
-    select(Performance)
-    .where(Performance.concurrency_key == bindparam("key"))
-    .with_for_update()
-    .execution_options(populate_existing=True)
-)
+_LOCKED = select(Performance).with_for_update().execution_options(populate_existing=True)
+_LOCK = _LOCKED.where(Performance.concurrency_key == bindparam("key"))
 
 
 def of(session: Session, action: Action) -> Performance | None:
@@ -96,13 +92,9 @@ def lock(session: Session, concurrency_key: str) -> Performance | None:
 
 
 #: PostgreSQL: the lanes of many keys, locked in key order.
-_LOCK_ALL = (
-    select(Performance)
-    .where(Performance.concurrency_key == bindparam("keys", type_=ARRAY(String)).any_())
-    .order_by(Performance.concurrency_key)
-    .with_for_update()
-    .execution_options(populate_existing=True)
-)
+_LOCK_ALL = _LOCKED.where(
+    Performance.concurrency_key == bindparam("keys", type_=ARRAY(String)).any_()
+).order_by(Performance.concurrency_key)
 
 
 def lock_all(session: Session, concurrency_keys: set[str]) -> dict[str, Performance]:

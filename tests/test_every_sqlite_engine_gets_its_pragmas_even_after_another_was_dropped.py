@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from engine import db
+from engine import sqlite_connection
 
 pytestmark = pytest.mark.sqlite_only
 
@@ -24,7 +24,7 @@ def test_every_sqlite_engine_gets_its_pragmas_even_after_another_was_dropped(tmp
         sa_engine = create_engine(f"sqlite:///{tmp_path / f'{n}.db'}")
         seen_ids.add(id(sa_engine))
         # When each is prepared as the engine prepares its SQLite engines
-        db.prepare_sqlite(sa_engine)
+        sqlite_connection.prepare(sa_engine)
         with sa_engine.connect() as connection:
             foreign_keys.append(connection.execute(text("PRAGMA foreign_keys")).scalar_one())
         sa_engine.dispose()
