@@ -325,6 +325,12 @@ def forward(
             return
     elif performance.close_if_empty(session, lane, completing.id):
         return
+    pass_on(session, lane, completing)
+
+
+def pass_on(session: Session, lane: Performance, completing: Action) -> None:
+    """``completing`` left ``lane``, which has other members: the oldest becomes current,
+    and performs if it was waiting."""
     upcoming = performance.upcoming(session, lane.concurrency_key, completing.id)
     set_current(lane, upcoming)
     session.flush()

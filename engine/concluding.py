@@ -2,7 +2,8 @@
 action are marked concluded and their steps' counters decremented together
 (data-modifying CTEs), and the steps come back as that UPDATE left them.
 
-``completion.conclude_waiters`` uses it on PostgreSQL; on SQLite (no DML in a CTE) it marks
+``completion.conclude_waiters`` uses it on PostgreSQL, and a batch concluding many actions
+at once uses it for all of them (``conclude_waiters_of``); on SQLite (no DML in a CTE) it marks
 the invocations (``concluded_waiters``) and then decrements each step in a statement of its
 own. The guard is the same as ``step.decrement``'s: a step whose counter would go below
 zero is not decremented, and ``NoPendingActions`` says so (the whole transaction is then
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from sqlalchemy import Executable, bindparam, func, select, update
+from sqlalchemy import ARRAY, BigInteger, Executable, bindparam, func, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import ReturningUpdate
 
@@ -23,29 +24,36 @@ from .invocation import Invocation
 from .step import Step
 
 
-def _mark_waiters() -> ReturningUpdate[Any]:
-    """The invocations waiting on an action, marked concluded: their parent steps' ids."""
+def _mark_waiters(many: bool) -> ReturningUpdate[Any]:
+    """The invocations waiting on an action (``many``: on any of the actions
+    ``b_action_ids``, PostgreSQL), marked concluded: their parent steps' ids and the
+    actions they waited on."""
     invocations = Invocation.__table__.c
+    waited_on = (
+        invocations.action_id == bindparam("b_action_ids", type_=ARRAY(BigInteger)).any_()
+        if many
+        else invocations.action_id == bindparam("b_action_id")
+    )
     return (
         update(Invocation.__table__)  # type: ignore[arg-type]
-        .where(
-            invocations.action_id == bindparam("b_action_id"),
-            invocations.concluded_at.is_(None),
-            invocations.parent_step_id.is_not(None),
-        )
+        .where(waited_on, invocations.concluded_at.is_(None), invocations.parent_step_id.is_not(None))
         .values(concluded_at=bindparam("b_now"), succeeded=bindparam("b_succeeded"))
-        .returning(invocations.parent_step_id)
+        .returning(invocations.parent_step_id, invocations.action_id)
     )
 
 
-_MARK_WAITERS = _mark_waiters()
+_MARK_WAITERS = _mark_waiters(many=False)
 
 
 def _statement() -> Executable:
     steps = Step.__table__.c
-    waiters = _MARK_WAITERS.cte("waiters")
+    waiters = _mark_waiters(many=True).cte("waiters")
     counts = (
-        select(waiters.c.parent_step_id.label("waiting_step_id"), func.count().label("waiting_count"))
+        select(
+            waiters.c.parent_step_id.label("waiting_step_id"),
+            func.count().label("waiting_count"),
+            func.min(waiters.c.action_id).label("waiting_for"),
+        )
         .group_by(waiters.c.parent_step_id)
         .cte("counts")
     )
@@ -62,12 +70,12 @@ def _statement() -> Executable:
         .cte("decremented")
     )
     rows = (
-        select(*decremented.c, counts.c.waiting_step_id, counts.c.waiting_count)
+        select(*decremented.c, counts.c.waiting_step_id, counts.c.waiting_count, counts.c.waiting_for)
         .select_from(counts.outerjoin(decremented, decremented.c.id == counts.c.waiting_step_id))
         .order_by(counts.c.waiting_step_id)
     )
     return (
-        select(Step, counts.c.waiting_step_id, counts.c.waiting_count)
+        select(Step, counts.c.waiting_step_id, counts.c.waiting_count, counts.c.waiting_for)
         .from_statement(rows)
         .execution_options(populate_existing=True, autoflush=False)
     )
@@ -79,13 +87,21 @@ _CONCLUDE_WAITERS = _statement()
 def conclude_waiters(session: Session, action_id: int, succeeded: bool, now: object) -> list[Step]:
     """Mark the invocations waiting on ``action_id`` concluded and decrement their steps:
     those steps, by id, as the decrement left them."""
-    parameters = {"b_action_id": action_id, "b_now": now, "b_succeeded": succeeded}
+    return [step for step, _ in conclude_waiters_of(session, [action_id], succeeded, now)]
+
+
+def conclude_waiters_of(
+    session: Session, action_ids: list[int], succeeded: bool, now: object
+) -> list[tuple[Step, int]]:
+    """``conclude_waiters`` for many actions that completed alike, in one statement: each
+    step, by id, with the (lowest) id of the actions it waited on."""
+    parameters = {"b_action_ids": action_ids, "b_now": now, "b_succeeded": succeeded}
     parameters["b_failing"] = 0 if succeeded else 1
-    concluded: list[Step] = []
-    for step, step_id, count in session.execute(_CONCLUDE_WAITERS, parameters).all():
+    concluded: list[tuple[Step, int]] = []
+    for step, step_id, count, waited_for in session.execute(_CONCLUDE_WAITERS, parameters).all():
         if step is None:
             raise NoPendingActions(f"step {step_id} waits on fewer than {count} children")
-        concluded.append(step)
+        concluded.append((step, waited_for))
     return concluded
 
 

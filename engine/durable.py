@@ -23,8 +23,9 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from . import attempt, broker, clock, counter, db, heartbeat, history, status
+from . import attempt, broker, clock, counter, db, heartbeat, history, lease, status
 from .action import Action
+from .conclusion import Outcome, conclude_body
 from .errors import (
     ActorNotFound,
     AttemptLost,
@@ -35,7 +36,7 @@ from .errors import (
     UnknownAction,
 )
 from .step import Step
-from .step_body import _LEASE, _LOCK, Outcome, close_unperformed, conclude_body, run_body, step_function
+from .step_body import close_unperformed, run_body, step_function
 from .step_context import StepContext
 
 log = logging.getLogger("stepwise")
@@ -80,7 +81,7 @@ def _begin(session: Session, step_id: int) -> _Begun | None:
     (what the lease found is committed then). On SQLite the write lock is taken first, so
     that what decides and what is written see one state."""
     db.lock_for_write(session)
-    row = session.execute(_LEASE, {"step_id": step_id}).one_or_none()
+    row = session.execute(lease.LEASE, {"step_id": step_id}).one_or_none()
     step, action = row if row is not None else (None, None)
     if (
         step is None
@@ -250,7 +251,7 @@ def _conclude(session: Session, begun: _Begun, outcome: Outcome, beat: heartbeat
     if failed:
         session.rollback()  # a failed attempt's writes do not stand
     db.lock_for_write(session)
-    row = session.execute(_LOCK, {"step_id": begun.step.id}).one_or_none()
+    row = session.execute(lease.LOCK, {"step_id": begun.step.id}).one_or_none()
     step, action = row if row is not None else (None, None)
     current = (
         step is not None
@@ -287,7 +288,7 @@ def _discard(session: Session, begun: _Begun) -> None:
     """A body that concluded too late (its action completed, its attempt closed): its
     attempt ends as discarded, and its step closes if its action completed meanwhile."""
     db.lock_for_write(session)
-    row = session.execute(_LOCK, {"step_id": begun.step.id}).one_or_none()
+    row = session.execute(lease.LOCK, {"step_id": begun.step.id}).one_or_none()
     if row is not None and row[1].status != status.PERFORMING:
         close_unperformed(row[0])
     attempt.close(session, begun.attempt_id, attempt.DISCARDED)
@@ -321,7 +322,7 @@ def check(session: Session, attempt_id: int) -> timedelta | None:
     if found.watched_until > now:
         return found.watched_until - now + timedelta(milliseconds=1)
     db.lock_for_write(session)
-    row = session.execute(_LOCK, {"step_id": found.step_id}).one_or_none()  # steps before attempts
+    row = session.execute(lease.LOCK, {"step_id": found.step_id}).one_or_none()  # steps before attempts
     found = session.get(attempt.Attempt, attempt_id, populate_existing=True, with_for_update=True)
     if found is None or found.ended_at is not None or found.watched_until is None:
         return None

@@ -10,17 +10,28 @@ finds ``performed_at`` set, or the lease taken, and does nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from . import arguments, attempt, batch_admission, broker, clock, db, group_commit, history, status
+from . import (
+    arguments,
+    attempt,
+    batch_admission,
+    batch_conclusion,
+    broker,
+    clock,
+    db,
+    group_commit,
+    history,
+    lease,
+    status,
+)
 from .action import Action, error_data
-from .completion import complete_step
+from .conclusion import Outcome, conclude_body
 from .config import call_user_code
 from .errors import ActorNotFound, ArgumentError, DefinitionChanged, UnknownAction
 from .step import Step
@@ -56,8 +67,9 @@ def run_steps(step_ids: list[int], admissions: list[int] | None = None) -> None:
     """A worker runs the bodies of ready steps, and what they make ready, until nothing is
     left: fewer broker round trips. Each body runs in a session of its own holding its
     step's lease; the outcome of a body that wrote nothing is concluded in this process's
-    next shared batch (engine/group_commit.py), while a body that wrote commits its
-    changes together with its outcome, so they stand or fall together. The children a
+    next shared batch, with that batch's other conclusions (engine/batch_conclusion.py),
+    while a body that wrote commits its changes together with its outcome, so they stand
+    or fall together. The children a
     body starts are admitted here, all in one transition; the first child's body runs
     here too and the others' go to the workers, so siblings still run in parallel."""
     queue = list(step_ids)
@@ -112,7 +124,7 @@ def _run_step(step_id: int) -> tuple[list[int], list[int]]:
         ready = broker.ready(session)[:]
     if outcome is None:
         return ready, admissions
-    _, more, due = group_commit.run(lambda batch: conclude_body(batch, step_id, outcome))
+    _, more, due = group_commit.run_together(batch_conclusion.conclude_all, (step_id, outcome))
     return [*ready, *more], [*admissions, *due]
 
 
@@ -145,45 +157,9 @@ def record_unhandled(session: Session, step_id: int, error: BaseException) -> No
         history.record(session, action, "step_errored", step_id=step_id, **error_data(error))
 
 
-@dataclass
-class Outcome:
-    """What one run of a step body came to, to be recorded by ``conclude_body``."""
-
-    attempt: int
-    context: StepContext
-    error: BaseException | None
-    #: The arguments as the body left them (a body may change them in place).
-    arguments_json: list[Any]
-    #: Whether the body wrote to the database (then its outcome commits with its writes).
-    wrote: bool
-    #: Messages the body asked for after commit (a job-backed action's job).
-    after_commit: list[Callable[[], Any]] = field(default_factory=list)
-    #: False when no attempt can succeed (the definition or the actor is gone): not retried.
-    retryable: bool = True
-    #: What the body returned, in its stored (JSON) form.
-    result_json: Any = None
-
-
-def _lease(skip_locked: bool) -> Any:
-    return (
-        select(Step, Action)
-        .join(Action, Action.id == Step.action_id)
-        .where(Step.id == bindparam("step_id"))
-        .with_for_update(of=Step, skip_locked=skip_locked)
-        .execution_options(populate_existing=True)
-    )
-
-
-#: A step with its action, holding the step's row lock: the body's lease while it runs. A
-#: step whose lease another worker holds is skipped, not waited for (that worker runs it).
-_LEASE = _lease(skip_locked=True)
-#: The same lock, to record the outcome: it waits only for a lease on the step.
-_LOCK = _lease(skip_locked=False)
-
-
 def perform(session: Session, step_id: int) -> Outcome | None:
     """Run a step's body once, holding its lease; None when there is nothing to run."""
-    row = session.execute(_LEASE, {"step_id": step_id}).one_or_none()
+    row = session.execute(lease.LEASE, {"step_id": step_id}).one_or_none()
     if row is None:
         return None
     step, action = row
@@ -290,46 +266,6 @@ def close_unperformed(step: Step) -> None:
         step.status, step.completed_at = status.STEP_CANCELLED, clock.now()
 
 
-def conclude_body(session: Session, step_id: int, outcome: Outcome, *, leased: bool = False) -> None:
-    """Record a body's outcome, once: its children and waits, its failure or its retry,
-    and complete the step when nothing is left to wait for."""
-    context = outcome.context
-    if leased:  # the body ran in this transaction, which still holds the step's lease
-        step, action = context.step, context.action
-        if session.get_bind().dialect.name == "sqlite":
-            # No row lock there: read the step again under the write lock.
-            db.lock_for_write(session)
-            session.refresh(step)
-    else:
-        row = session.execute(_LOCK, {"step_id": step_id}).one_or_none()
-        if row is None:
-            return
-        step, action = row
-    if step.performed_at is not None or step.attempt != outcome.attempt:
-        return  # recorded already (a body run twice by a redelivery records once)
-    error = outcome.error
-    for callback in outcome.after_commit:
-        broker.after_commit(session, callback)
-    if error is not None and outcome.retryable and action.definition.retry.retries(error, step.attempt):
-        return schedule_retry(session, step, action, error)
-    if error is None:
-        context.rebind(session, step, action)
-        context._record()  # first: the step's own changes below go out in one UPDATE
-        step.result, step.decision = outcome.result_json, context.decision
-        if outcome.arguments_json != action.arguments_json:
-            action.arguments_json = outcome.arguments_json
-            action.__dict__.pop("_arguments", None)
-    step.performed_at = clock.now()
-    step.retry_at = None
-    if error is not None:
-        step.pending_actions_count = 0
-        step.status = status.STEP_FAILED
-        action.record_error(error)
-        history.record(session, action, "step_failed", step_id=step.id, **error_data(error))
-    if step.pending_actions_count == 0:
-        complete_step(session, step, action)
-
-
 def perform_and_conclude(session: Session, step_id: int) -> None:
     """Run a body and record its outcome in one transaction of ``session`` (the caller's).
     A failed attempt's changes are rolled back before its failure is recorded."""
@@ -339,25 +275,6 @@ def perform_and_conclude(session: Session, step_id: int) -> None:
     if outcome.error is not None:
         session.rollback()
     conclude_body(session, step_id, outcome, leased=outcome.error is None)
-
-
-def schedule_retry(session: Session, step: Step, action: Action, error: BaseException) -> None:
-    """Record a failed attempt and send the next one, due after the policy's interval."""
-    interval = action.definition.retry.interval(step.attempt)
-    step.retry_at = clock.now() + interval
-    action.record_error(error)
-    history.record(
-        session,
-        action,
-        "attempt_failed",
-        step_id=step.id,
-        attempt=step.attempt,
-        next_attempt_at=step.retry_at.isoformat(),
-        **error_data(error),
-    )
-    step.attempt += 1
-    step.resend_count, step.next_sweep_at = 0, None  # progress: the sweeper counts afresh
-    broker.enqueue(session, broker.PERFORM_STEP, step.id, delay=interval)
 
 
 def resume(session: Session, action_id: int) -> None:

@@ -47,6 +47,18 @@ class StepContext:
         #: The heartbeat of the running durable attempt (engine/durable.py); None otherwise.
         self.beat: heartbeat.Beat | None = None
 
+    def asked_nothing(self) -> bool:
+        """Whether the body left nothing to record but its result: no children, waits,
+        compensations, failure or decision (then its step concludes at once)."""
+        return not (
+            self._children
+            or self._waits
+            or self._signal_waits
+            or self._compensations
+            or self._failed
+            or self.decision is not None
+        )
+
     def rebind(self, session: Session, step: Step, action: Action) -> None:
         """Record this body's outcome in another session than the one it ran in."""
         self.session, self.step, self.action = session, step, action
