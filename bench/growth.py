@@ -17,7 +17,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import common, seed
+from bench import common, processes, seed
 from bench.common import say
 from bench.figures import table
 from bench.processes import Workers, running, worker_env
@@ -35,8 +35,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         default=1_000_000,
         help="completed actions seeded between the runs (default 1000000)",
     )
-    parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--threads", type=int, default=8, help="threads per worker process (default 8)")
+    processes.add_worker_arguments(parser)
     parser.add_argument(
         "--warmup", type=int, default=50, help="trees run unmeasured before each run (default 50)"
     )

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.common import ROOT, say
+from engine.cli import WORKER_THREADS
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -266,6 +267,18 @@ def running(workers: Workers) -> Iterator[Workers]:
         yield workers
     finally:
         workers.stop()
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--processes`` and ``--threads``: the worker processes measured (by default, those of
+    the Procfile's ``stepwise worker --processes 2``)."""
+    parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=WORKER_THREADS,
+        help=f"threads per worker process (default {WORKER_THREADS}, as stepwise worker)",
+    )
 
 
 def worker_env(args: argparse.Namespace) -> dict[str, str]:

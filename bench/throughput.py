@@ -1,7 +1,7 @@
 """Engine throughput and overhead on PostgreSQL + Redis with ``dramatiq`` worker processes,
 side by side with raw Dramatiq on the same broker and the same worker processes.
 
-    .venv/bin/python bench/throughput.py [--trees 2000] [--processes 2] [--threads 8]
+    .venv/bin/python bench/throughput.py [--trees 2000] [--processes 2] [--threads 32]
 
 Prints trees/s, actions/s, CPU seconds per action of the workers and of PostgreSQL, the
 SQL statements and transactions per action (counted in every worker process), the peak
@@ -260,8 +260,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--trees", type=int, default=2000, help="trees in the measured run (default 2000)")
-    parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--threads", type=int, default=8, help="threads per worker process (default 8)")
+    processes.add_worker_arguments(parser)
     parser.add_argument("--messages", type=int, help="raw no-op messages (default: 5 per tree)")
     parser.add_argument("--pipelines", type=int, help="raw 5-stage pipelines (default: 1 per tree)")
     parser.add_argument(

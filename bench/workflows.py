@@ -2,7 +2,7 @@
 PostgreSQL with ``dramatiq`` worker processes, on Redis and on RabbitMQ.
 
     .venv/bin/python bench/workflows.py [--broker redis|rabbitmq|both] [--runs 500]
-                                        [--batch 200] [--processes 2] [--threads 8]
+                                        [--batch 200] [--processes 2] [--threads 32]
 
 - **Pipeline, one at a time**: ``later(tree, "pipeline", n)`` (five steps, each returning
   what the one before returned plus one) until it succeeded, p50/p99.
@@ -31,7 +31,7 @@ if __package__ in (None, ""):
 
 import psycopg
 
-from bench import common
+from bench import common, processes
 from bench.common import say
 from bench.figures import percentile, table
 from bench.latency import BROKERS, NOTIFY_TRIGGER, Waiter, broker_url
@@ -50,8 +50,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--batch", type=int, default=200, help="pipelines invoked at once for the drained figure"
     )
-    parser.add_argument("--processes", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--threads", type=int, default=8, help="threads per worker process (default 8)")
+    processes.add_worker_arguments(parser)
     parser.add_argument("--engine-log", default="", help="level of the 'stepwise' logger in the workers")
     return parser.parse_args(argv)
 

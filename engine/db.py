@@ -1,7 +1,7 @@
 """The database: the engine's declarative base, its connection and its sessions.
 
 The database is the only source of truth. ``configure()`` is the one place that reads
-``DATABASE_URL``. On SQLite every engine transaction takes the write lock first
+``DATABASE_URL`` (and ``STEPWISE_POOL_SIZE``). On SQLite every engine transaction takes the write lock first
 (``lock_for_write``), so SQLite's single writer serialises transitions like a lane lock.
 """
 
@@ -22,6 +22,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, SessionTransaction,
 from . import clock, pg_connection, sqlite_connection
 
 DEFAULT_URL = "sqlite:///stepwise.db"
+#: The environment variable holding the connection pool's size: ``stepwise worker`` sets it
+#: to its threads + 2, since each thread may hold a connection while a body runs, and the
+#: process's group-commit batch takes one more.
+POOL_SIZE_VARIABLE = "STEPWISE_POOL_SIZE"
 
 #: Primary keys are BIGINT on PostgreSQL and INTEGER (the rowid) on SQLite.
 Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -63,6 +67,8 @@ def configure(target: str | Engine | None = None, **engine_options: Any) -> Engi
         url = normalize_url(url)
         if url.startswith("sqlite"):
             engine_options.setdefault("connect_args", {"timeout": 30})
+        elif os.environ.get(POOL_SIZE_VARIABLE):
+            engine_options.setdefault("pool_size", pool_size_from_environment())
         engine = create_engine(url, **engine_options)
         if engine.dialect.name == "postgresql" and not engine_options.get("pool_pre_ping"):
             ping_when_idle(engine)
@@ -75,6 +81,19 @@ def configure(target: str | Engine | None = None, **engine_options: Any) -> Engi
     _engine = engine
     _sessionmaker = sessionmaker(bind=engine, expire_on_commit=False)
     return engine
+
+
+def pool_size_from_environment() -> int:
+    value = os.environ[POOL_SIZE_VARIABLE]
+    try:
+        size = int(value)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise ValueError(
+            f"{POOL_SIZE_VARIABLE} must be a whole number of connections, at least 1: got {value!r}"
+        )
+    return size
 
 
 #: A pooled connection idle for longer than this is pinged before it is used again.

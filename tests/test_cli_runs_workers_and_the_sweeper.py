@@ -22,7 +22,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 import engine
-from engine import cli, sweeper, testing
+from engine import cli, db, sweeper, testing
 from engine.sweeper import GRACE, SweepReport
 from tests.domain import Car
 
@@ -137,6 +137,7 @@ def test_worker_runs_dramatiq_on_the_engine_jobs_and_the_given_modules(
         raise SystemExit(0)
 
     monkeypatch.setattr(os, "execv", execv)
+    monkeypatch.delenv(db.POOL_SIZE_VARIABLE, raising=False)
 
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
 
@@ -162,7 +163,7 @@ def test_worker_runs_dramatiq_on_the_engine_jobs_and_the_given_modules(
     ]
 
 
-def test_worker_leaves_dramatiq_its_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_worker_runs_32_threads_by_default_each_with_a_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[list[str]] = []
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
 
@@ -172,15 +173,34 @@ def test_worker_leaves_dramatiq_its_defaults(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(os, "execv", execv)
     monkeypatch.delenv(cli.WORKER_TIMEOUT_VARIABLE, raising=False)
+    monkeypatch.delenv(db.POOL_SIZE_VARIABLE, raising=False)
     with pytest.raises(SystemExit):
         cli.main(["worker"])
-    assert started == [[sys.executable, "-m", "dramatiq", "engine.jobs"]]
+    # Threads mostly wait on PostgreSQL: more of them share each group-commit batch.
+    assert started == [[sys.executable, "-m", "dramatiq", "engine.jobs", "--threads", "32"]]
+    # Each thread may hold a connection while a body runs, and the shared batch one more.
+    assert os.environ[db.POOL_SIZE_VARIABLE] == "34"
     # An idle Redis worker fetches again at least every 100 ms (Dramatiq's own default: 1000 ms).
     assert os.environ[cli.WORKER_TIMEOUT_VARIABLE] == "100"
 
 
+def test_worker_keeps_a_pool_size_given_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv(db.POOL_SIZE_VARIABLE, "50")
+
+    def execv(path: str, argv: list[str]) -> None:
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execv", execv)
+    monkeypatch.delenv(cli.WORKER_TIMEOUT_VARIABLE, raising=False)
+    with pytest.raises(SystemExit):
+        cli.main(["worker", "-t", "4"])
+    assert os.environ[db.POOL_SIZE_VARIABLE] == "50"
+
+
 def test_worker_idle_poll_sets_dramatiqs_worker_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.delenv(db.POOL_SIZE_VARIABLE, raising=False)
     monkeypatch.delenv(cli.WORKER_TIMEOUT_VARIABLE, raising=False)
 
     def execv(path: str, argv: list[str]) -> None:

@@ -113,3 +113,28 @@ def test_a_connection_lost_during_the_commit_is_not_run_again(pool: Engine, url:
     # Then it ran once: whether it committed is for the caller to find out
     assert raised.value.connection_invalidated
     assert attempts == [1]
+
+
+def test_the_pool_holds_the_connections_the_environment_names(
+    url: str, database: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a worker's environment (stepwise worker sets it to its threads + 2)
+    monkeypatch.setenv(db.POOL_SIZE_VARIABLE, "34")
+    # When the engine is configured from it
+    sa_engine = db.configure(url)
+    try:
+        # Then 34 threads can each hold a connection without waiting for another
+        assert sa_engine.pool.size() == 34  # type: ignore[attr-defined]
+    finally:
+        sa_engine.dispose()
+        db.configure(database)
+
+
+@pytest.mark.parametrize("value", ["many", "0", "-3"])
+def test_a_pool_size_that_is_not_a_count_is_refused_by_name(
+    url: str, database: Engine, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(db.POOL_SIZE_VARIABLE, value)
+    with pytest.raises(ValueError, match=f"STEPWISE_POOL_SIZE must be a whole number .* got '{value}'"):
+        db.configure(url)
+    db.configure(database)
