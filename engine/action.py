@@ -183,15 +183,17 @@ class Action(Timestamps, Base):
         self.__dict__["_arguments"] = list(values)
         self.arguments_json = arguments.dump(list(values))
 
-    def read_afresh(self) -> Any:
+    def read_afresh(self, actor: Any = None) -> Any:
         """Forget the actor and arguments loaded so far and load the actor row again, as
         the database holds it now (a session's rows do not expire on commit, so an earlier
-        transaction's copy may be stale). Returns the actor. Step bodies start here."""
+        transaction's copy may be stale), unless ``actor`` is that row, read afresh in this
+        transaction already (engine/lease.py). Returns the actor. Step bodies start here."""
         session = object_session(self)
         if session is None:
             raise InvalidTransition(f"action {self.id} is not attached to a session")
         self.__dict__.pop("_arguments", None)
-        actor = registry.load_actor(session, self.actor_type, self.actor_id, fresh=True)
+        if actor is None:
+            actor = registry.load_actor(session, self.actor_type, self.actor_id, fresh=True)
         self.__dict__["_actor"] = actor
         return actor
 

@@ -71,9 +71,15 @@ def _admit_or_resume(session: Session, units: Sequence[group_commit.Unit[Any]]) 
 
 
 @dramatiq.actor(actor_name=broker.PERFORM_STEP, **OPTIONS)
-def perform_step(step_id: int) -> None:
-    """Run a step body that was opened but not run."""
-    run_steps([step_id])
+def perform_step(step_id: int, actor: Any = None) -> None:
+    """Run a step body that was opened but not run; ``actor``, ``[actor_type, actor_id]``,
+    guesses whose step it is (a wrong or malformed guess only costs a query)."""
+    guess = (actor[0], actor[1]) if _is_reference(actor) else None
+    run_steps([step_id], actor=guess)
+
+
+def _is_reference(actor: Any) -> bool:
+    return isinstance(actor, list) and len(actor) == 2 and all(isinstance(part, str) for part in actor)
 
 
 @dramatiq.actor(actor_name=broker.PERFORM_ATTEMPT, **OPTIONS)

@@ -156,6 +156,15 @@ def load_actor(session: Session, actor_type: str, actor_id: str, *, fresh: bool 
     return row
 
 
+def mapped_key(actor_type: str, actor_id: str) -> tuple[type, Any] | None:
+    """The mapped class and primary key a stored reference reads its row with; None for a
+    service object, a class this process does not know, or one that is not mapped."""
+    cls = _actor_classes.get(actor_type)
+    if cls is None or (actor_type, actor_id) in _services or sa_inspect(cls, False) is None:
+        return None
+    return cls, _primary_key(cls, actor_id)
+
+
 def load_actors(session: Session, references: Sequence[tuple[str, str]]) -> list[object]:
     """The rows of many actors (``(actor_type, actor_id)``), read with one statement per
     class into ``session``, where ``load_actor`` then finds them without a query while

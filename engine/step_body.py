@@ -28,6 +28,7 @@ from . import (
     group_commit,
     history,
     lease,
+    registry,
     status,
 )
 from .action import Action, error_data
@@ -63,7 +64,13 @@ def run_ready(session: Session) -> None:
             raise
 
 
-def run_steps(step_ids: list[int], admissions: list[int] | None = None) -> None:
+#: A stored actor reference, ``(actor_type, actor_id)``.
+ActorRef = tuple[str, str]
+
+
+def run_steps(
+    step_ids: list[int], admissions: list[int] | None = None, actor: ActorRef | None = None
+) -> None:
     """A worker runs the bodies of ready steps, and what they make ready, until nothing is
     left: fewer broker round trips. Each body runs in a session of its own holding its
     step's lease; the outcome of a body that wrote nothing is concluded in this process's
@@ -71,7 +78,12 @@ def run_steps(step_ids: list[int], admissions: list[int] | None = None) -> None:
     while a body that wrote commits its changes together with its outcome, so they stand
     or fall together. The children a
     body starts are admitted here, all in one transition; the first child's body runs
-    here too and the others' go to the workers, so siblings still run in parallel."""
+    here too and the others' go to the workers, so siblings still run in parallel.
+
+    ``actor`` guesses whose step comes first; each body's actor is the guess for the next
+    (children and next steps are mostly on the same actor), and travels with the messages
+    of the siblings sent to the workers: a right guess reads the actor with the lease
+    (engine/lease.py)."""
     queue = list(step_ids)
     due = list(admissions or ())
     while queue or due:
@@ -79,11 +91,11 @@ def run_steps(step_ids: list[int], admissions: list[int] | None = None) -> None:
             steps, due = _admit_here(due), []
             queue.extend(steps[:1])
             for step_id in steps[1:]:
-                broker.send(broker.PERFORM_STEP, step_id)
+                broker.send(broker.PERFORM_STEP, step_id, *([list(actor)] if actor else []))
             continue
         step_id = queue.pop(0)
         try:
-            steps, more = _run_step(step_id)
+            steps, more, actor = _run_step(step_id, actor)
         except Exception as error:
             _record_unhandled(step_id, error)
             raise
@@ -108,9 +120,13 @@ def _admit_here(invocation_ids: list[int]) -> list[int]:
     return steps
 
 
-def _run_step(step_id: int) -> tuple[list[int], list[int]]:
+def _run_step(step_id: int, guess: ActorRef | None) -> tuple[list[int], list[int], ActorRef | None]:
+    """Run a step's body: the steps it made ready, the invocations it made due, and the
+    reference of its actor (else ``guess``, for the next)."""
+    seen: list[ActorRef] = []
+
     def in_own_session(session: Session) -> Outcome | None:
-        outcome = perform(session, step_id)
+        outcome = perform(session, step_id, guess, seen)
         if outcome is not None and outcome.error is None and (outcome.wrote or group_commit.shared().idle()):
             # A body that wrote commits its outcome with its writes; with no batch being
             # written, a transaction of its own costs no more than joining one.
@@ -122,10 +138,11 @@ def _run_step(step_id: int) -> tuple[list[int], list[int]]:
     with db.session() as session, broker.admitting_here(session, admissions):
         outcome = _attempt_body(session, in_own_session)
         ready = broker.ready(session)[:]
+    actor = seen[-1] if seen else guess
     if outcome is None:
-        return ready, admissions
+        return ready, admissions, actor
     _, more, due = group_commit.run_together(batch_conclusion.conclude_all, (step_id, outcome))
-    return [*ready, *more], [*admissions, *due]
+    return [*ready, *more], [*admissions, *due], actor
 
 
 def _attempt_body(session: Session, work: Callable[[Session], Outcome | None]) -> Outcome | None:
@@ -157,12 +174,17 @@ def record_unhandled(session: Session, step_id: int, error: BaseException) -> No
         history.record(session, action, "step_errored", step_id=step_id, **error_data(error))
 
 
-def perform(session: Session, step_id: int) -> Outcome | None:
-    """Run a step's body once, holding its lease; None when there is nothing to run."""
-    row = session.execute(lease.LEASE, {"step_id": step_id}).one_or_none()
-    if row is None:
+def perform(
+    session: Session, step_id: int, guess: ActorRef | None = None, seen: list[ActorRef] | None = None
+) -> Outcome | None:
+    """Run a step's body once, holding its lease; None when there is nothing to run.
+    ``guess`` names the actor it probably belongs to, read with the lease; the actor it
+    does belong to is added to ``seen``."""
+    step, action, actor = _lease(session, step_id, guess)
+    if step is None:
         return None
-    step, action = row
+    if seen is not None:
+        seen.append((action.actor_type, action.actor_id))
     if step.performed_at is not None or step.status != status.STEP_PERFORMING:
         return None  # a redelivered message: the body already ran
     if action.status != status.PERFORMING:
@@ -178,13 +200,28 @@ def perform(session: Session, step_id: int) -> Outcome | None:
         return None
     context = StepContext(session, step, action)
     try:
-        body, actor = step_function(action, step), action.read_afresh()
+        body, actor = step_function(action, step), action.read_afresh(actor)
     except (ActorNotFound, DefinitionChanged, UnknownAction) as gone:
         # A deploy removed the action or this step, or the actor is gone: no attempt can
         # succeed, so the step fails now rather than on every delivery.
         arguments_json = action.arguments_json
         return Outcome(step.attempt, context, gone, arguments_json, wrote=False, retryable=False)
     return run_body(session, step, action, context, body, actor)
+
+
+def _lease(session: Session, step_id: int, guess: ActorRef | None) -> tuple[Any, Any, Any]:
+    """The step with its lease taken, its action, and its actor if ``guess`` was right
+    (read in the same statement); Nones when another holds the lease or the step is gone."""
+    mapped = registry.mapped_key(*guess) if guess is not None else None
+    if mapped is None:
+        row = session.execute(lease.LEASE, {"step_id": step_id}).one_or_none()
+        return (*row, None) if row is not None else (None, None, None)
+    cls, key = mapped
+    row = session.execute(lease.lease_with_actor(cls), {"step_id": step_id, "actor_key": key}).one_or_none()
+    if row is None:
+        return None, None, None
+    step, action, actor = row
+    return step, action, actor if (action.actor_type, action.actor_id) == guess else None
 
 
 def durable(action: Action, step: Step) -> bool:
