@@ -17,8 +17,11 @@ take, whatever their number:
 - one statement concluding the invocations that waited on them and decrementing their
   steps (engine/concluding.py).
 
-A step that waited on them and has nothing left to wait for completes as before, as does
-a lane that has other members (its next one performs). Every other outcome (a failure, a
+A step that waited on them and has nothing left to wait for ends its own action the same
+way, in the same statements, when it is that action's last step and its children all
+succeeded (a tree's root completing with its last leaves: ``_parents_ending``); any other
+such step completes as before (``complete_step``), and a lane that has other members moves
+on to its next one. Every other outcome (a failure, a
 retry, children, a decision, a step that is not the last...) is concluded one step at a
 time by ``conclude_body``, after those, in step id order, reading its rows afresh. SQLite
 concludes every step one at a time.
@@ -27,10 +30,10 @@ concludes every step one at a time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Table
+from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -47,12 +50,14 @@ from .step import Step, mark_written
 
 @dataclass
 class _Ending:
-    """A step body that ends its action the common way, with its unit in the batch."""
+    """A step that ends its action the common way, with its unit in the batch: a body that
+    ran, or a step whose children all succeeded. ``result`` is the step's, stored form."""
 
     unit: Unit[Any]
     step: Step
     action: Action
-    outcome: Outcome
+    result: Any
+    after_commit: list[Any] = field(default_factory=list)
     lane: Performance | None = None
 
 
@@ -89,7 +94,13 @@ def _lock_endings(session: Session, ordered: list[Unit[Any]]) -> list[_Ending]:
         row = found.get(step_id)
         if row is not None and row[1].id not in taken and _ends_commonly(session, *row, outcome):
             taken.add(row[1].id)
-            candidates.append(_Ending(unit, *row, outcome))
+            candidates.append(_Ending(unit, *row, outcome.result_json, outcome.after_commit))
+    return _in_their_lanes(session, candidates)
+
+
+def _in_their_lanes(session: Session, candidates: list[_Ending]) -> list[_Ending]:
+    """Lock the lanes of ``candidates`` in key order: those whose action is its lane's
+    current one."""
     lanes = performance.lock_all(session, {ending.action.concurrency_key or "" for ending in candidates})
     endings: list[_Ending] = []
     for ending in candidates:
@@ -100,15 +111,22 @@ def _lock_endings(session: Session, ordered: list[Unit[Any]]) -> list[_Ending]:
 
 
 def _ends_commonly(session: Session, step: Step, action: Action, outcome: Outcome) -> bool:
+    return (
+        step.performed_at is None
+        and step.completed_at is None
+        and step.attempt == outcome.attempt
+        and not step.pending_actions_count
+        and _may_end(outcome)
+        and outcome.arguments_json == action.arguments_json
+        and _step_ends_commonly(session, step, action)
+    )
+
+
+def _step_ends_commonly(session: Session, step: Step, action: Action) -> bool:
+    """Whether the step, succeeded, ends its action the common way: see the module's doc."""
     if (
-        step.performed_at is not None
-        or step.completed_at is not None
-        or step.status != status.STEP_PERFORMING
-        or step.attempt != outcome.attempt
-        or step.pending_actions_count
+        step.status != status.STEP_PERFORMING
         or step.unsuccessful_actions_count
-        or not _may_end(outcome)
-        or outcome.arguments_json != action.arguments_json
         or action.checksum is not None
         or not ends_here(session, action, step)
     ):
@@ -116,7 +134,28 @@ def _ends_commonly(session: Session, step: Step, action: Action, outcome: Outcom
     try:
         return not action.definition.callbacks_for(status.SUCCEEDED)
     except (ActorNotFound, ArgumentError, UnknownAction):
-        return False  # conclude_body fails it as changed by a deploy
+        return False  # conclude_body (or complete_step) fails it as changed by a deploy
+
+
+def _parents_ending(session: Session, at_zero: list[tuple[Step, Unit[Any]]]) -> list[_Ending]:
+    """Of the steps whose children have all concluded, those that end their actions the
+    common way (their actions read in one statement, their lanes locked in one more), each
+    with the unit that concluded its last child."""
+    ids = sorted({step.action_id for step, _ in at_zero})
+    if not ids:
+        return []
+    actions = {
+        action.id: action
+        for action in session.scalars(
+            select(Action).where(Action.id.in_(ids)).execution_options(populate_existing=True)
+        )
+    }
+    candidates: list[_Ending] = []
+    for step, unit in at_zero:
+        action = actions.get(step.action_id)
+        if action is not None and _step_ends_commonly(session, step, action):
+            candidates.append(_Ending(unit, step, action, step.result))
+    return _in_their_lanes(session, candidates)
 
 
 def _complete_all(session: Session, endings: list[_Ending]) -> None:
@@ -131,7 +170,7 @@ def _complete_all(session: Session, endings: list[_Ending]) -> None:
             "step_id": ending.step.id,
             "lane_id": ending.lane.id if ending.lane is not None else None,
             "concurrency_key": ending.action.concurrency_key,
-            "result": ending.outcome.result_json,
+            "result": ending.result,
         }
         for ending in endings
     ]
@@ -143,10 +182,18 @@ def _complete_all(session: Session, endings: list[_Ending]) -> None:
             _record(session, ending, now, ending.action.id in completed)
     owners = {ending.action.id: ending.unit for ending in endings}
     waiting = concluding.conclude_waiters_of(session, sorted(completed), True, now) if completed else []
-    for step, waited_for in waiting:
-        if step.pending_actions_count == 0 and step.completed_at is None:
-            with owners[waited_for].collecting(session):
+    at_zero = [
+        (step, owners[waited_for])
+        for step, waited_for in waiting
+        if step.pending_actions_count == 0 and step.completed_at is None
+    ]
+    parents = _parents_ending(session, at_zero)
+    ending_parents = {id(parent.step) for parent in parents}
+    for step, unit in at_zero:
+        if id(step) not in ending_parents:
+            with unit.collecting(session):
                 complete_step(session, step)
+    _complete_all(session, parents)
     for ending in endings:
         if ending.action.id not in completed or ending.lane is None:
             continue  # completed meanwhile: whoever did moved the lane on
@@ -159,17 +206,17 @@ def _complete_all(session: Session, endings: list[_Ending]) -> None:
 
 def _record(session: Session, ending: _Ending, now: Any, completed: bool) -> None:
     """What the statement wrote, as the session holds it, and its history."""
-    step, action, outcome = ending.step, ending.action, ending.outcome
-    for callback in outcome.after_commit:
+    step, action = ending.step, ending.action
+    for callback in ending.after_commit:
         broker.after_commit(session, callback)
-    written = {"status": status.STEP_SUCCEEDED, "performed_at": now, "completed_at": now, "retry_at": None}
-    mark_written(step, {**written, "result": outcome.result_json, "updated_at": now})
+    written = {"status": status.STEP_SUCCEEDED, "completed_at": now, "retry_at": None, "updated_at": now}
+    mark_written(step, {**written, "performed_at": step.performed_at or now, "result": ending.result})
     history.record(session, action, "step_concluded", step_id=step.id, status=step.status)
     if not completed:
         return  # a timeout, a cancel or an outside completion came first
     values = {"status": status.SUCCEEDED, "completed_at": now, "updated_at": now}
-    if outcome.result_json is not None:
-        values["result"] = outcome.result_json
+    if ending.result is not None:
+        values["result"] = ending.result
     for key, value in values.items():
         set_committed_value(action, key, value)
     history.record(session, action, "completed", status=status.SUCCEEDED)
@@ -181,10 +228,11 @@ _LANES = cast(Table, Performance.__table__).name
 _INCOMPLETE = ", ".join(f"'{name}'" for name in sorted(status.INCOMPLETE))
 #: The endings (JSON rows: the action, its step, its lane, its key and its result) and the
 #: time: each action still performing succeeded with its step's result, each step written
-#: as succeeded, and each lane whose completing action was its last incomplete member
-#: removed. The lane's members are read as of the statement's start, when the action is
-#: still performing: it is left out by its id (as in ``performance.closing``). Returns each
-#: completed action's id and its lane's id if the lane was removed.
+#: as succeeded (and performed now, unless its body's run was recorded before), and each
+#: lane whose completing action was its last incomplete member removed. The lane's members
+#: are read as of the statement's start, when the action is still performing: it is left
+#: out by its id (as in ``performance.closing``). Returns each completed action's id and
+#: its lane's id if the lane was removed.
 _COMPLETED_SQL = f"""
 WITH ending AS (
   SELECT * FROM json_to_recordset(%s::json)
@@ -200,8 +248,8 @@ WITH ending AS (
   RETURNING action.id, ending.lane_id, ending.concurrency_key
 ), stepped AS (
   UPDATE {_STEPS} AS step
-  SET status = '{status.STEP_SUCCEEDED}', performed_at = now.at, completed_at = now.at,
-      retry_at = NULL, result = ending.result, updated_at = now.at
+  SET status = '{status.STEP_SUCCEEDED}', performed_at = COALESCE(step.performed_at, now.at),
+      completed_at = now.at, retry_at = NULL, result = ending.result, updated_at = now.at
   FROM ending, now
   WHERE step.id = ending.step_id
 ), closed AS (

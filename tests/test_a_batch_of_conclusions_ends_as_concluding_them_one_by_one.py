@@ -44,6 +44,13 @@ def declare() -> None:
     def back(car: Car, step: StepContext) -> str:
         return "home"
 
+    errand = engine.define(Car, "errand")
+
+    @errand.step
+    def only(car: Car, step: StepContext) -> str:
+        step.do("wash", 5)
+        return "errand done"
+
     tour = engine.define(Car, "tour")
 
     @tour.step
@@ -89,12 +96,14 @@ def bodies_run(session: Session, car: Car) -> tuple[list[tuple[int, Outcome]], i
     for name, args in (("wash", (3,)), ("wash", (3,)), ("tour", ()), ("breakdown", ()), ("wash", (4,))):
         engine.later(car, name, *args)
     engine.later(car, "trip")
+    engine.later(car, "errand")
     session.commit()
     admit(list(session.scalars(select(Invocation.id).where(Invocation.settled_at.is_(None)))))
-    go = session.scalars(select(Step.id).join(Action).where(Action.id == trip_of(session, car))).one()
-    with db.transaction() as own:
-        step_body.perform_and_conclude(own, go)  # its children are recorded with its body
-    admit(list(session.scalars(select(Invocation.id).where(Invocation.parent_step_id == go))))
+    for parent in (trip_of(session, car), errand_of(session, car)):
+        go = session.scalars(select(Step.id).join(Action).where(Action.id == parent)).one()
+        with db.transaction() as own:
+            step_body.perform_and_conclude(own, go)  # its children are recorded with its body
+        admit(list(session.scalars(select(Invocation.id).where(Invocation.parent_step_id == go))))
     ran = [(step_id, run_body(step_id)) for step_id in open_steps(session, car)]
     first_wash = next(step_id for step_id, _ in ran if step_of(session, step_id) == ("wash", [1]))
     ran.append((first_wash, run_body_again(ran, first_wash)))
@@ -106,10 +115,14 @@ def bodies_run(session: Session, car: Car) -> tuple[list[tuple[int, Outcome]], i
     return ran, wash_4
 
 
-def trip_of(session: Session, car: Car) -> int:
+def trip_of(session: Session, car: Car, name: str = "trip") -> int:
     return session.scalars(
-        select(Action.id).where(Action.name == "trip", Action.actor_id == str(car.id))
+        select(Action.id).where(Action.name == name, Action.actor_id == str(car.id))
     ).one()
+
+
+def errand_of(session: Session, car: Car) -> int:
+    return trip_of(session, car, "errand")
 
 
 def run_body_again(ran: list[tuple[int, Outcome]], step_id: int) -> Outcome:
@@ -166,9 +179,9 @@ def test_a_batch_of_conclusions_ends_as_concluding_them_one_by_one(session: Sess
     session.commit()
 
     # Given, for each of two cars, bodies that ran and wait to be concluded: two washes
-    # a trip waits on, a wash with another queued behind it in its lane, the first step of
-    # a two-step tour, a breakdown that failed, a wash cancelled while its body ran, and
-    # the first wash's body run twice
+    # a trip waits on, a wash an errand's last step waits on, a wash with another queued
+    # behind it in its lane, the first step of a two-step tour, a breakdown that failed, a
+    # wash cancelled while its body ran, and the first wash's body run twice
     ran_together, cancelled = bodies_run(session, together)
     ran_alone, _ = bodies_run(session, alone)
 
@@ -180,11 +193,14 @@ def test_a_batch_of_conclusions_ends_as_concluding_them_one_by_one(session: Sess
         with db.transaction() as own:
             conclude_body(own, step_id, outcome)
 
-    # Then both came to the same: the trip's first step concluded, the second wash in bay
-    # 3 performs, the tour is at its second step, the breakdown failed, the cancelled wash
-    # stayed cancelled, and the first wash concluded once
+    # Then both came to the same: the trip's first step concluded, the errand succeeded
+    # with its step's result, the second wash in bay 3 performs, the tour is at its second
+    # step, the breakdown failed, the cancelled wash stayed cancelled, and the first wash
+    # concluded once
     assert state_of(session, together) == state_of(session, alone)
     state = state_of(session, together)
+    assert ("errand", [], status.SUCCEEDED, "errand done") in state["actions"]
+    assert ("errand", 0, status.STEP_SUCCEEDED, "errand done", True) in state["steps"]
     assert ("wash", [4], status.CANCELLED, None) in state["actions"]
     assert ("wash", [1], status.SUCCEEDED, {"bay": 1}) in state["actions"]
     first_wash = state["actions"].index(("wash", [1], status.SUCCEEDED, {"bay": 1}))
