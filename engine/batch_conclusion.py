@@ -17,14 +17,15 @@ take, whatever their number:
 - one statement concluding the invocations that waited on them and decrementing their
   steps (engine/concluding.py).
 
-A step that waited on them and has nothing left to wait for ends its own action the same
-way, in the same statements, when it is that action's last step and its children all
-succeeded (a tree's root completing with its last leaves: ``_parents_ending``); any other
-such step completes as before (``complete_step``), and a lane that has other members moves
-on to its next one. Every other outcome (a failure, a
-retry, children, a decision, a step that is not the last...) is concluded one step at a
-time by ``conclude_body``, after those, in step id order, reading its rows afresh. SQLite
-concludes every step one at a time.
+A step that waited on them and has nothing left to wait for, its children all succeeded,
+moves its action on in set statements too (``_parents_moving_on``): it ends its action the
+same way, in the same statements, when it is that action's last step (a tree's root
+completing with its last leaves), and otherwise its action moves to its next step, all
+such in one statement (``advancing.advance_all``). Any other such step completes as before
+(``complete_step``), and a lane that has other members moves on to its next one. Every
+other body's outcome (a failure, a retry, children, a decision, a step that is not the
+last...) is concluded one step at a time by ``conclude_body``, after those, in step id
+order, reading its rows afresh. SQLite concludes every step one at a time.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
+from . import advancing as advancing_
 from . import broker, clock, concluding, history, lease, performance, recordset, status
 from .action import Action
 from .closing import ends_here
@@ -137,25 +139,70 @@ def _step_ends_commonly(session: Session, step: Step, action: Action) -> bool:
         return False  # conclude_body (or complete_step) fails it as changed by a deploy
 
 
-def _parents_ending(session: Session, at_zero: list[tuple[Step, Unit[Any]]]) -> list[_Ending]:
-    """Of the steps whose children have all concluded, those that end their actions the
-    common way (their actions read in one statement, their lanes locked in one more), each
-    with the unit that concluded its last child."""
+def _parents_moving_on(
+    session: Session, at_zero: list[tuple[Step, Unit[Any]]]
+) -> tuple[list[_Ending], list[_Ending]]:
+    """Of the steps whose children have all concluded, each with the unit that concluded
+    its last child: those that end their actions the common way, and those whose actions
+    simply move on to their next step (their actions read in one statement, the lanes of
+    both locked in one more)."""
     ids = sorted({step.action_id for step, _ in at_zero})
     if not ids:
-        return []
+        return [], []
     actions = {
         action.id: action
         for action in session.scalars(
             select(Action).where(Action.id.in_(ids)).execution_options(populate_existing=True)
         )
     }
-    candidates: list[_Ending] = []
+    ending: list[_Ending] = []
+    advancing: list[_Ending] = []
     for step, unit in at_zero:
         action = actions.get(step.action_id)
         if action is not None and _step_ends_commonly(session, step, action):
-            candidates.append(_Ending(unit, step, action, step.result))
-    return _in_their_lanes(session, candidates)
+            ending.append(_Ending(unit, step, action, step.result))
+        elif action is not None and _step_advances_commonly(step, action):
+            advancing.append(_Ending(unit, step, action, step.result))
+    kept = {id(parent) for parent in _in_their_lanes(session, [*ending, *advancing])}
+    return [p for p in ending if id(p) in kept], [p for p in advancing if id(p) in kept]
+
+
+def _step_advances_commonly(step: Step, action: Action) -> bool:
+    """Whether the step, succeeded, moves its performing action on to its next step, as
+    ``completion.accomplished`` would with nothing else to do (no failure, decision or
+    compensation)."""
+    if (
+        step.status != status.STEP_PERFORMING
+        or step.unsuccessful_actions_count
+        or step.decision
+        or action.status != status.PERFORMING
+        or action.compensations_count
+    ):
+        return False
+    try:
+        return len(action.definition.all_steps()) > action.current_step_index + 1
+    except (ActorNotFound, ArgumentError, UnknownAction):
+        return False  # complete_step fails it as changed by a deploy
+
+
+def _advance_all(session: Session, advancing: list[_Ending], now: Any) -> None:
+    """Conclude the steps of ``advancing`` and open their actions' next steps, together;
+    each one's history and ready step are its unit's."""
+    if not advancing:
+        return
+    opened = advancing_.advance_all(session, [(parent.action, parent.step) for parent in advancing], now)
+    for parent in advancing:
+        step, action = parent.step, parent.action
+        with parent.unit.collecting(session):
+            history.record(session, action, "step_concluded", step_id=step.id, status=step.status)
+            if action.id not in opened:
+                session.refresh(action, ["status"])  # completed meanwhile: it stays so
+                continue
+            step_id, visit = opened[action.id]
+            data: dict[str, Any] = {"visit": visit} if visit > 1 else {}
+            index = action.current_step_index
+            history.record(session, action, "step_started", step_id=step_id, index=index, **data)
+            broker.ready_after_commit(session, step_id)
 
 
 def _complete_all(session: Session, endings: list[_Ending]) -> None:
@@ -187,12 +234,13 @@ def _complete_all(session: Session, endings: list[_Ending]) -> None:
         for step, waited_for in waiting
         if step.pending_actions_count == 0 and step.completed_at is None
     ]
-    parents = _parents_ending(session, at_zero)
-    ending_parents = {id(parent.step) for parent in parents}
+    parents, advancing = _parents_moving_on(session, at_zero)
+    moving_on = {id(parent.step) for parent in (*parents, *advancing)}
     for step, unit in at_zero:
-        if id(step) not in ending_parents:
+        if id(step) not in moving_on:
             with unit.collecting(session):
                 complete_step(session, step)
+    _advance_all(session, advancing, now)
     _complete_all(session, parents)
     for ending in endings:
         if ending.action.id not in completed or ending.lane is None:
