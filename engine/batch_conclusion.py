@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from . import advancing as advancing_
-from . import broker, clock, concluding, history, lease, performance, recordset, status
+from . import batch_spawning, broker, clock, concluding, history, lease, performance, recordset, status
 from .action import Action
 from .closing import ends_here
 from .completion import complete_step, pass_on
@@ -68,11 +68,14 @@ def conclude_all(session: Session, units: Sequence[Unit[Any]]) -> None:
     ``conclude_body`` would one by one in step id order. What a conclusion registers for
     after the commit (history aside) is its own unit's."""
     ordered = sorted(units, key=lambda unit: cast(int, unit.item[0]))
-    endings: list[_Ending] = []
-    if session.get_bind().dialect.name == "postgresql" and any(_may_end(unit.item[1]) for unit in units):
-        endings = _lock_endings(session, ordered)
+    concluded: set[int] = set()
+    if session.get_bind().dialect.name == "postgresql" and any(_in_sets(unit.item[1]) for unit in units):
+        locked = _lock_all(session, ordered)
+        # Children are recorded first: no ending below reads or writes their steps' rows.
+        concluded = batch_spawning.spawn_all(session, ordered, locked)
+        endings = _endings(session, ordered, locked)
         _complete_all(session, endings)
-    concluded = {id(ending.unit) for ending in endings}
+        concluded |= {id(ending.unit) for ending in endings}
     for unit in ordered:
         if id(unit) not in concluded:
             with unit.collecting(session):
@@ -84,11 +87,22 @@ def _may_end(outcome: Outcome) -> bool:
     return outcome.error is None and outcome.context.asked_nothing()
 
 
-def _lock_endings(session: Session, ordered: list[Unit[Any]]) -> list[_Ending]:
-    """Lock every step of the batch, then the lanes of those that end their actions the
-    common way: those, each as its lane's current action."""
+def _in_sets(outcome: Outcome) -> bool:
+    """Whether the outcome may be concluded by set statements (see the module's doc)."""
+    return _may_end(outcome) or batch_spawning.spawns_only(outcome)
+
+
+def _lock_all(session: Session, ordered: list[Unit[Any]]) -> dict[int, tuple[Step, Action]]:
+    """Every step of the batch, with its action, locked in id order and read afresh."""
     rows = session.execute(lease.LOCK_ALL, {"ids": sorted({unit.item[0] for unit in ordered})}).all()
-    found: dict[int, tuple[Step, Action]] = {step.id: (step, action) for step, action in rows}
+    return {step.id: (step, action) for step, action in rows}
+
+
+def _endings(
+    session: Session, ordered: list[Unit[Any]], found: dict[int, tuple[Step, Action]]
+) -> list[_Ending]:
+    """The lanes of the steps that end their actions the common way locked: those, each as
+    its lane's current action."""
     candidates: list[_Ending] = []
     taken: set[int] = set()  # one conclusion per action (a step delivered twice concludes once)
     for unit in ordered:

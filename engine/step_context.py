@@ -59,6 +59,17 @@ class StepContext:
             or self.decision is not None
         )
 
+    def asked_only_children(self) -> bool:
+        """Whether the body asked for children and nothing else (no waits, compensations,
+        failure or decision): a batch records those of many bodies together."""
+        return bool(self._children) and not (
+            self._waits
+            or self._signal_waits
+            or self._compensations
+            or self._failed
+            or self.decision is not None
+        )
+
     def rebind(self, session: Session, step: Step, action: Action) -> None:
         """Record this body's outcome in another session than the one it ran in."""
         self.session, self.step, self.action = session, step, action
@@ -257,6 +268,15 @@ class StepContext:
         messages after commit; the step now waits on each of them."""
         if self._children:
             self.session.flush()  # a child's actor may be a row the body has just added
+        invocations = self._requests()
+        if invocations:
+            self.session.add_all(invocations)
+            self.session.flush()
+        self._recorded(invocations)
+
+    def _requests(self) -> list[Invocation]:
+        """The invocations of this body's children and waits, not yet added to a session:
+        a batch adds those of many bodies and inserts them in one flush."""
         children = [request(actor, name, args, self.step) for actor, name, args in self._children]
         now = clock.now()
         waits = [
@@ -272,10 +292,14 @@ class StepContext:
             )
             for duration in self._waits
         ]
+        return [*children, *waits]
+
+    def _recorded(self, invocations: list[Invocation]) -> None:
+        """After ``invocations`` (``_requests``) were inserted: their messages, the signal
+        waits, the compensations, and what the step now waits on."""
+        children, waits = invocations[: len(self._children)], invocations[len(self._children) :]
         signal_waits = inbox.record_waits(self.session, self.action, self.step, self._signal_waits)
         if children or waits:
-            self.session.add_all([*children, *waits])
-            self.session.flush()
             for child in children:
                 broker.admit_soon(self.session, child.id)
             for wait, duration in zip(waits, self._waits, strict=True):

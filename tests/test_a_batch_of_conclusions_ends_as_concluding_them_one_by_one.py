@@ -18,7 +18,7 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 import engine
-from engine import batch_admission, batch_conclusion, commands, db, status, step_body, testing
+from engine import batch_admission, batch_conclusion, broker, commands, db, status, step_body, testing
 from engine.conclusion import Outcome, conclude_body
 from engine.group_commit import Unit
 from engine.models import Action, ActionEvent, Invocation, Performance, Step
@@ -43,6 +43,14 @@ def declare() -> None:
     @trip.step
     def back(car: Car, step: StepContext) -> str:
         return "home"
+
+    convoy = engine.define(Car, "convoy")
+
+    @convoy.step
+    def set_off(car: Car, step: StepContext) -> str:
+        step.do("wash", 6)
+        step.do("wash", 7)
+        return "convoy"
 
     errand = engine.define(Car, "errand")
 
@@ -93,7 +101,15 @@ def run_body(step_id: int) -> Outcome:
 def bodies_run(session: Session, car: Car) -> tuple[list[tuple[int, Outcome]], int]:
     """For ``car``: every open body run (the first wash's twice, as a message delivered
     twice), with a wash in bay 4 cancelled after its body ran; and that wash's id."""
-    for name, args in (("wash", (3,)), ("wash", (3,)), ("tour", ()), ("breakdown", ()), ("wash", (4,))):
+    started = (
+        ("wash", (3,)),
+        ("wash", (3,)),
+        ("tour", ()),
+        ("breakdown", ()),
+        ("wash", (4,)),
+        ("convoy", ()),
+    )
+    for name, args in started:
         engine.later(car, name, *args)
     engine.later(car, "trip")
     engine.later(car, "errand")
@@ -107,6 +123,8 @@ def bodies_run(session: Session, car: Car) -> tuple[list[tuple[int, Outcome]], i
     ran = [(step_id, run_body(step_id)) for step_id in open_steps(session, car)]
     first_wash = next(step_id for step_id, _ in ran if step_of(session, step_id) == ("wash", [1]))
     ran.append((first_wash, run_body_again(ran, first_wash)))
+    convoy = next(step_id for step_id, _ in ran if step_of(session, step_id) == ("convoy", []))
+    ran.append((convoy, run_body_again(ran, convoy)))
     washes = session.scalars(
         select(Action).where(Action.name == "wash", Action.actor_id == str(car.id))
     ).all()
@@ -116,9 +134,7 @@ def bodies_run(session: Session, car: Car) -> tuple[list[tuple[int, Outcome]], i
 
 
 def trip_of(session: Session, car: Car, name: str = "trip") -> int:
-    return session.scalars(
-        select(Action.id).where(Action.name == name, Action.actor_id == str(car.id))
-    ).one()
+    return session.scalars(select(Action.id).where(Action.name == name, Action.actor_id == str(car.id))).one()
 
 
 def errand_of(session: Session, car: Car) -> int:
@@ -181,7 +197,8 @@ def test_a_batch_of_conclusions_ends_as_concluding_them_one_by_one(session: Sess
     # Given, for each of two cars, bodies that ran and wait to be concluded: two washes
     # a trip waits on, a wash an errand's last step waits on, a wash with another queued
     # behind it in its lane, the first step of a two-step tour, a breakdown that failed, a
-    # wash cancelled while its body ran, and the first wash's body run twice
+    # wash cancelled while its body ran, a convoy's body that started two washes, and the
+    # first wash's and the convoy's bodies run twice
     ran_together, cancelled = bodies_run(session, together)
     ran_alone, _ = bodies_run(session, alone)
 
@@ -189,6 +206,9 @@ def test_a_batch_of_conclusions_ends_as_concluding_them_one_by_one(session: Sess
     units = [Unit(None, batch_conclusion.conclude_all, item) for item in ran_together]
     with db.transaction() as batch:
         batch_conclusion.conclude_all(batch, units)
+    for unit in units:  # each unit's messages, sent after the commit (as group_commit does)
+        for callback in unit.after_commit:
+            broker.run_callback(callback)
     for step_id, outcome in sorted(ran_alone, key=lambda item: item[0]):
         with db.transaction() as own:
             conclude_body(own, step_id, outcome)
@@ -201,6 +221,10 @@ def test_a_batch_of_conclusions_ends_as_concluding_them_one_by_one(session: Sess
     state = state_of(session, together)
     assert ("errand", [], status.SUCCEEDED, "errand done") in state["actions"]
     assert ("errand", 0, status.STEP_SUCCEEDED, "errand done", True) in state["steps"]
+    assert ("convoy", [], status.PERFORMING, None) in state["actions"]
+    assert ("convoy", 0, status.STEP_PERFORMING, "convoy", True) in state["steps"]
+    convoy = state["actions"].index(("convoy", [], status.PERFORMING, None))
+    assert state["history"][convoy].count("children_spawned") == 1
     assert ("wash", [4], status.CANCELLED, None) in state["actions"]
     assert ("wash", [1], status.SUCCEEDED, {"bay": 1}) in state["actions"]
     first_wash = state["actions"].index(("wash", [1], status.SUCCEEDED, {"bay": 1}))
@@ -216,6 +240,7 @@ def test_a_batch_of_conclusions_ends_as_concluding_them_one_by_one(session: Sess
     final = state_of(session, together)
     assert ("trip", [], status.SUCCEEDED, "home") in final["actions"]
     assert ("tour", [], status.SUCCEEDED, 2) in final["actions"]
+    assert ("convoy", [], status.SUCCEEDED, "convoy") in final["actions"]
     assert [name for name, _, state, _ in final["actions"] if state == status.FAILED] == ["breakdown"]
     assert final["lanes"] == []
 
@@ -277,3 +302,39 @@ def test_a_batch_of_conclusions_takes_as_many_statements_for_six_as_for_one(sess
     washes = session.scalars(select(Action.status).where(Action.name == "wash")).all()
     assert washes == [status.SUCCEEDED] * 7
     assert session.scalars(select(Performance)).all() == []
+
+
+@pytest.mark.postgresql_only
+def test_bodies_that_start_children_take_as_many_statements_for_three_as_for_one(session: Session) -> None:
+    # Given four cars' convoys whose bodies ran, each starting two washes
+    declare()
+    cars = [Car(id=n) for n in range(1, 5)]
+    session.add_all(cars)
+    session.commit()
+    for car in cars:
+        engine.later(car, "convoy")
+    session.commit()
+    admit(list(session.scalars(select(Invocation.id))))
+    ran = [(step_id, run_body(step_id)) for car in cars for step_id in open_steps(session, car)]
+
+    # When three are concluded in one batch, and the fourth in a batch of its own
+    with statements() as for_three, db.transaction() as batch:
+        batch_conclusion.conclude_all(
+            batch, [Unit(None, batch_conclusion.conclude_all, item) for item in ran[:3]]
+        )
+    with statements() as for_one, db.transaction() as batch:
+        batch_conclusion.conclude_all(batch, [Unit(None, batch_conclusion.conclude_all, ran[3])])
+
+    # Then the three took the statements of one: their steps locked, their children
+    # inserted, their steps written, their history
+    assert len(for_one) == 4, for_one
+    assert len(for_three) == len(for_one), for_three
+    session.expire_all()
+    children = session.scalars(select(Invocation).where(Invocation.parent_step_id.is_not(None))).all()
+    assert sorted((c.parent_step_id, c.arguments_json) for c in children) == sorted(
+        (step_id, [bay]) for step_id, _ in ran for bay in (6, 7)
+    )
+    steps = session.scalars(select(Step).order_by(Step.id)).all()
+    assert [(s.pending_actions_count, s.result, s.performed_at is not None) for s in steps] == [
+        (2, "convoy", True)
+    ] * 4
