@@ -51,11 +51,12 @@ def admit(invocation_id: int) -> None:
     """Admit an invocation to its lane and run the steps that become ready."""
 
     try:
-        _, ready, admissions = group_commit.run_together(_admit_or_resume, (invocation_id,))
+        admitted, ready, admissions = group_commit.run_together(_admit_or_resume, (invocation_id,))
     except Exception as error:
         admission.record_unhandled_error(invocation_id, error)
         raise
-    run_steps(ready, admissions)
+    action = admitted[0] if admitted else None  # its first step is on its actor
+    run_steps(ready, admissions, actor=(action.actor_type, action.actor_id) if action is not None else None)
 
 
 def _admit_or_resume(session: Session, units: Sequence[group_commit.Unit[Any]]) -> None:
