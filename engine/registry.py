@@ -158,11 +158,20 @@ def load_actor(session: Session, actor_type: str, actor_id: str, *, fresh: bool 
 
 def mapped_key(actor_type: str, actor_id: str) -> tuple[type, Any] | None:
     """The mapped class and primary key a stored reference reads its row with; None for a
-    service object, a class this process does not know, or one that is not mapped."""
+    service object, a class this process does not know or that is not mapped, or an id
+    that is not a key of that class."""
     cls = _actor_classes.get(actor_type)
     if cls is None or (actor_type, actor_id) in _services or sa_inspect(cls, False) is None:
         return None
-    return cls, _primary_key(cls, actor_id)
+    column: Any = sa_inspect(cls).primary_key[0]
+    try:
+        python_type = column.type.python_type
+    except NotImplementedError:
+        return cls, actor_id
+    try:
+        return cls, python_type(actor_id)
+    except (ValueError, TypeError):
+        return None
 
 
 def load_actors(session: Session, references: Sequence[tuple[str, str]]) -> list[object]:
@@ -177,7 +186,8 @@ def load_actors(session: Session, references: Sequence[tuple[str, str]]) -> list
     rows: list[object] = []
     for cls, keys in wanted.items():
         column: Any = sa_inspect(cls).primary_key[0]
-        rows.extend(session.scalars(select(cls).where(column.in_(sorted(keys, key=str)))))
+        # unique(): the class may load a collection with a join (lazy="joined")
+        rows.extend(session.scalars(select(cls).where(column.in_(sorted(keys, key=str)))).unique())
     return rows
 
 

@@ -217,7 +217,9 @@ def _lease(session: Session, step_id: int, guess: ActorRef | None) -> tuple[Any,
         row = session.execute(lease.LEASE, {"step_id": step_id}).one_or_none()
         return (*row, None) if row is not None else (None, None, None)
     cls, key = mapped
-    row = session.execute(lease.lease_with_actor(cls), {"step_id": step_id, "actor_key": key}).one_or_none()
+    parameters = {"step_id": step_id, "actor_key": key}
+    # unique(): the actor's class may load a collection with a join (lazy="joined")
+    row = session.execute(lease.lease_with_actor(cls), parameters).unique().one_or_none()
     if row is None:
         return None, None, None
     step, action, actor = row

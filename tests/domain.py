@@ -4,8 +4,8 @@ restored after every test), like Stepped's tests reopen the class."""
 
 from __future__ import annotations
 
-from sqlalchemy import String
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy import ForeignKey, String
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from engine import Actor
 
@@ -51,3 +51,19 @@ class Account(Actor, AppBase):
 
     def action1(self) -> None:
         pass
+
+
+class Fleet(Actor, AppBase):
+    """An actor whose class loads a collection with a join (``lazy="joined"``)."""
+
+    __tablename__ = "fleets"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    vans: Mapped[list[Van]] = relationship(lazy="joined", order_by="Van.id")
+
+
+class Van(AppBase):
+    __tablename__ = "vans"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fleet_id: Mapped[int] = mapped_column(ForeignKey("fleets.id"))

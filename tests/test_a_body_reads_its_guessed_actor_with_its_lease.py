@@ -18,7 +18,7 @@ from engine import batch_admission, broker, db, jobs, registry, status, testing
 from engine.group_commit import Unit
 from engine.models import Action, Invocation, Step
 from engine.step_context import StepContext
-from tests.domain import Car
+from tests.domain import Car, Fleet, Van
 
 
 def odometer(car: Car, gauge: int) -> int:
@@ -98,6 +98,7 @@ def test_a_right_guess_reads_the_actor_with_the_lease(
     [
         pytest.param(lambda other: [registry.type_name(Car), str(other.id)], id="another car"),
         pytest.param(lambda other: ["Boat", "1"], id="a class this process does not know"),
+        pytest.param(lambda other: [registry.type_name(Car), "abc"], id="an id that is not a key"),
         pytest.param(lambda other: ["Car"], id="malformed"),
         pytest.param(lambda other: 7, id="not a reference"),
     ],
@@ -151,3 +152,27 @@ def test_the_first_body_after_an_admission_reads_the_admitted_actor_with_its_lea
     assert reads_of_cars == ["alone", "with the lease"]  # the admission's read, the body's
     step_id = session.scalars(select(Step.id)).one()
     assert result_of(session, step_id) == 42
+
+
+def count_vans(fleet: Fleet, step: StepContext) -> int:
+    return len(fleet.vans)
+
+
+def test_an_actor_whose_class_joins_a_collection_is_admitted_and_read_with_the_lease(session: Session) -> None:
+    # Given a fleet of two vans, its class loading them with a join, and two steps on it
+    fleet = Fleet(id=1, vans=[Van(id=1), Van(id=2)])
+    session.add(fleet)
+    session.commit()
+    counting = engine.define(Fleet, "count")
+    counting.step(count_vans)
+    counting.step(count_vans)
+    engine.later(fleet, "count")
+    session.commit()
+
+    # When the worker admits it and runs both bodies, each guessing the fleet
+    testing.drain()
+
+    # Then both saw the fleet with its vans
+    session.expire_all()
+    action = session.scalars(select(Action).where(Action.name == "count")).one()
+    assert (action.status, action.result) == (status.SUCCEEDED, 2)
