@@ -158,7 +158,9 @@ def count_vans(fleet: Fleet, step: StepContext) -> int:
     return len(fleet.vans)
 
 
-def test_an_actor_whose_class_joins_a_collection_is_admitted_and_read_with_the_lease(session: Session) -> None:
+def test_an_actor_whose_class_joins_a_collection_is_admitted_and_read_with_the_lease(
+    session: Session,
+) -> None:
     # Given a fleet of two vans, its class loading them with a join, and two steps on it
     fleet = Fleet(id=1, vans=[Van(id=1), Van(id=2)])
     session.add(fleet)
