@@ -17,6 +17,7 @@ status: 0 done, 1 the command failed (stderr says why and what to do), 2 wrong u
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import time
@@ -162,6 +163,10 @@ IDLE_POLL_MS = 100
 #: measured with bench/throughput.py on 2 cores, 32 threads drain about twice the actions
 #: per second of Dramatiq's default 8, at half the CPU per action (64 drain fewer again).
 WORKER_THREADS = 32
+#: Each thread may hold a connection: by default one machine's worker processes run this
+#: many threads in all (``default_threads``), within PostgreSQL's default max_connections
+#: of 100 with room for the studio and the clock, and never fewer than Dramatiq's 8 each.
+MACHINE_THREADS = 64
 #: The environment variable Dramatiq reads its worker timeout from (lower case, its name).
 WORKER_TIMEOUT_VARIABLE = "dramatiq_worker_timeout"
 
@@ -173,9 +178,11 @@ WORKER_TIMEOUT_VARIABLE = "dramatiq_worker_timeout"
     "-t",
     "--threads",
     type=click.IntRange(min=1),
-    default=WORKER_THREADS,
     metavar="N",
-    help=f"threads per process, each with a database connection (default {WORKER_THREADS}, Dramatiq's 8)",
+    help=(
+        f"threads per process, each with a database connection (default {MACHINE_THREADS} ÷ "
+        f"processes, from 8 to {WORKER_THREADS}: {WORKER_THREADS} for 2 processes)"
+    ),
 )
 @click.option(
     "--idle-poll",
@@ -187,7 +194,7 @@ WORKER_TIMEOUT_VARIABLE = "dramatiq_worker_timeout"
         f"delayed message may be sent on (default {IDLE_POLL_MS})"
     ),
 )
-def worker(modules: tuple[str, ...], processes: int | None, threads: int, idle_poll: int) -> int:
+def worker(modules: tuple[str, ...], processes: int | None, threads: int | None, idle_poll: int) -> int:
     """Run Dramatiq worker processes for the engine's jobs: `dramatiq engine.jobs MODULE...`.
 
     Each MODULE is imported by every worker: those defining your actors.
@@ -201,9 +208,17 @@ def worker(modules: tuple[str, ...], processes: int | None, threads: int, idle_p
     thread holds one while a step body runs, and the process's shared batch one more.
     """
     require_broker("stepwise worker")
+    threads = threads or default_threads(processes)
     os.environ[WORKER_TIMEOUT_VARIABLE] = str(idle_poll)
     os.environ.setdefault(db.POOL_SIZE_VARIABLE, str(threads + 2))
     os.execv(sys.executable, worker_command(modules, processes, threads))
+
+
+def default_threads(processes: int | None) -> int:
+    """Threads per process when none are given: ``MACHINE_THREADS`` shared by the processes
+    (Dramatiq runs one per CPU by default), from 8 to ``WORKER_THREADS`` each."""
+    count = processes or multiprocessing.cpu_count()
+    return max(8, min(WORKER_THREADS, MACHINE_THREADS // max(count, 1)))
 
 
 def worker_command(modules: tuple[str, ...], processes: int | None, threads: int | None) -> list[str]:

@@ -8,6 +8,7 @@ commands run in this process (``engine.cli.main``), on the test's stub broker.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import time
@@ -163,7 +164,18 @@ def test_worker_runs_dramatiq_on_the_engine_jobs_and_the_given_modules(
     ]
 
 
-def test_worker_runs_32_threads_by_default_each_with_a_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("cpus", "arguments", "processes", "threads"),
+    [
+        (2, [], None, 32),  # two processes (one per CPU): 32 threads each
+        (4, [], None, 16),  # four: 64 threads in all
+        (16, [], None, 8),  # never fewer than Dramatiq's 8
+        (16, ["-p", "2"], "2", 32),  # the processes given, not the CPUs, share the threads
+    ],
+)
+def test_worker_shares_64_threads_among_its_processes_each_thread_with_a_connection(
+    monkeypatch: pytest.MonkeyPatch, cpus: int, arguments: list[str], processes: str | None, threads: int
+) -> None:
     started: list[list[str]] = []
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
 
@@ -172,14 +184,17 @@ def test_worker_runs_32_threads_by_default_each_with_a_connection(monkeypatch: p
         raise SystemExit(0)
 
     monkeypatch.setattr(os, "execv", execv)
+    monkeypatch.setattr(multiprocessing, "cpu_count", lambda: cpus)
     monkeypatch.delenv(cli.WORKER_TIMEOUT_VARIABLE, raising=False)
     monkeypatch.delenv(db.POOL_SIZE_VARIABLE, raising=False)
     with pytest.raises(SystemExit):
-        cli.main(["worker"])
-    # Threads mostly wait on PostgreSQL: more of them share each group-commit batch.
-    assert started == [[sys.executable, "-m", "dramatiq", "engine.jobs", "--threads", "32"]]
+        cli.main(["worker", *arguments])
+    # Threads mostly wait on PostgreSQL: more of them share each group-commit batch; one
+    # machine's workers hold ~64 connections by default, within PostgreSQL's default 100.
+    given = ["--processes", processes] if processes else []
+    assert started == [[sys.executable, "-m", "dramatiq", "engine.jobs", *given, "--threads", str(threads)]]
     # Each thread may hold a connection while a body runs, and the shared batch one more.
-    assert os.environ[db.POOL_SIZE_VARIABLE] == "34"
+    assert os.environ[db.POOL_SIZE_VARIABLE] == str(threads + 2)
     # An idle Redis worker fetches again at least every 100 ms (Dramatiq's own default: 1000 ms).
     assert os.environ[cli.WORKER_TIMEOUT_VARIABLE] == "100"
 
