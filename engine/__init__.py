@@ -10,7 +10,7 @@ from .achievement import Achievement, checksum
 from .achievement import forget as forget_achievement
 from .action import Action
 from .actor import Actor, BoundAction, action
-from .completion import Completion
+from .completing import Completion
 from .config import handling
 from .db import Base, configure
 from .db import session as new_session

@@ -19,7 +19,7 @@ from .retry import RetryPolicy
 
 if TYPE_CHECKING:
     from .action import Action
-    from .completion import Completion
+    from .completing import Completion
     from .invocation import Invocation
 
 

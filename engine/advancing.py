@@ -10,15 +10,15 @@ opened in the same statement.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, bindparam, func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from . import clock, recordset, status
 from .action import Action
-from .step import Step
+from .step import Step, mark_written
 
 #: The action moves to its step ``index``, if it is still performing; it returns how
 #: often that step ran so far (its highest visit, None when never).
@@ -59,17 +59,15 @@ def advance_all(session: Session, moves: list[tuple[Action, Step]], now: Any) ->
     result = session.connection().exec_driver_sql(_ADVANCE_ALL_SQL, (recordset.dumps(rows), now))
     opened = {action_id: (step_id, visit) for action_id, step_id, visit in result.all()}
     for action, step in moves:
-        set_committed_value(step, "status", status.STEP_SUCCEEDED)
-        set_committed_value(step, "completed_at", now)
-        set_committed_value(step, "updated_at", now)
+        mark_written(step, {"status": status.STEP_SUCCEEDED, "completed_at": now, "updated_at": now})
         if action.id in opened:
             set_committed_value(action, "current_step_index", action.current_step_index + 1)
             set_committed_value(action, "updated_at", now)
     return opened
 
 
-_ACTIONS = cast(Table, Action.__table__).name
-_STEPS = cast(Table, Step.__table__).name
+_ACTIONS = Action.__tablename__
+_STEPS = Step.__tablename__
 #: The moves (JSON rows: the action, its concluded step, the index of its next step) and
 #: the time: each step written as succeeded; each action still performing moved to its
 #: next step, opened (as ``step.open_step`` opens one) as its next visit. Returns the

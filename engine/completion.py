@@ -12,7 +12,6 @@ actions; an action completes at most once (invariant 2) and counters never stran
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -28,19 +27,6 @@ from .performance import Performance, set_current
 from .recovery import recovering
 from .step import Step, close_unperformed, decrement, mark_written, open_step
 from .step import changes as step_changes
-
-
-@dataclass
-class Completion:
-    """The result of completing an action from outside. Falsy when nothing was completed:
-    ``reason`` is then ``"already_completed"`` or ``"not_found"``."""
-
-    completed: bool
-    reason: str
-    action: Action | None = None
-
-    def __bool__(self) -> bool:
-        return self.completed
 
 
 def perform(session: Session, action: Action, cause: str = history.WORKER, **values: Any) -> None:
@@ -245,27 +231,6 @@ def finalize(
         achievement.grant(session, action.checksum_key, action.checksum, action.id)
     conclude_waiters(session, action)
     return True
-
-
-def complete_action(
-    session: Session,
-    action: Action,
-    to: str,
-    *,
-    cause: str = history.WORKER,
-    by: str | None = None,
-    note: str | None = None,
-    error: BaseException | None = None,
-) -> Completion:
-    """Complete ``action`` (pending or performing) under its lane's lock and advance the lane."""
-    session.flush()
-    lane = performance.lock(session, action.concurrency_key)
-    fresh = session.get(Action, action.id, populate_existing=True)
-    assert fresh is not None
-    if fresh.status not in status.INCOMPLETE:
-        return Completion(False, "already_completed", fresh)
-    forward(session, lane, fresh, to, cause=cause, by=by, note=note, error=error)
-    return Completion(True, "completed", fresh)
 
 
 def forward(

@@ -1,8 +1,9 @@
 """The database: the engine's declarative base, its connection and its sessions.
 
 The database is the only source of truth. ``configure()`` is the one place that reads
-``DATABASE_URL`` (and ``STEPWISE_POOL_SIZE``). On SQLite every engine transaction takes the write lock first
-(``lock_for_write``), so SQLite's single writer serialises transitions like a lane lock.
+``DATABASE_URL`` (and ``STEPWISE_POOL_SIZE``). On SQLite every engine transaction takes the
+write lock first (``lock_for_write``), so SQLite's single writer serialises transitions like
+a lane lock.
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ from . import (
     status,
 )
 from .action import Action
-from .completion import complete_action, conclude
+from .completing import complete_action
+from .completion import conclude
 from .invocation import Invocation
 from .outbound import complete as complete_outbound
 from .outbound import complete_action as complete_outbound_action

@@ -13,8 +13,9 @@ from sqlalchemy.orm import Session, object_session
 
 from . import broker, clock, db, history, registry, status
 from .action import Action
-from .completion import Completion, forward
-from .completion import complete_action as complete_in_lane
+from .completing import Completion
+from .completing import complete_action as complete_in_lane
+from .completion import forward
 from .invocation import Invocation
 from .invoke import session_for
 from .performance import Performance, outbound_lane

@@ -163,13 +163,8 @@ def mapped_key(actor_type: str, actor_id: str) -> tuple[type, Any] | None:
     cls = _actor_classes.get(actor_type)
     if cls is None or (actor_type, actor_id) in _services or sa_inspect(cls, False) is None:
         return None
-    column: Any = sa_inspect(cls).primary_key[0]
     try:
-        python_type = column.type.python_type
-    except NotImplementedError:
-        return cls, actor_id
-    try:
-        return cls, python_type(actor_id)
+        return cls, _key(cls, actor_id)
     except (ValueError, TypeError):
         return None
 
@@ -180,9 +175,9 @@ def load_actors(session: Session, references: Sequence[tuple[str, str]]) -> list
     the caller holds the list. Services and unknown classes are left to ``load_actor``."""
     wanted: dict[type, set[Any]] = {}
     for actor_type, actor_id in references:
-        cls = _actor_classes.get(actor_type)
-        if cls is not None and (actor_type, actor_id) not in _services and sa_inspect(cls, False) is not None:
-            wanted.setdefault(cls, set()).add(_primary_key(cls, actor_id))
+        mapped = mapped_key(actor_type, actor_id)
+        if mapped is not None:
+            wanted.setdefault(mapped[0], set()).add(mapped[1])
     rows: list[object] = []
     for cls, keys in wanted.items():
         column: Any = sa_inspect(cls).primary_key[0]
@@ -193,11 +188,20 @@ def load_actors(session: Session, references: Sequence[tuple[str, str]]) -> list
 
 def _primary_key(cls: type, actor_id: str) -> Any:
     """The primary key value an actor id (always stored as text) stands for."""
+    try:
+        return _key(cls, actor_id)
+    except (ValueError, TypeError):
+        return actor_id
+
+
+def _key(cls: type, actor_id: str) -> Any:
+    """``actor_id`` as a value of the class's primary key (ValueError when it is none)."""
     column: Any = sa_inspect(cls).primary_key[0]
     try:
-        return column.type.python_type(actor_id)
-    except (NotImplementedError, ValueError, TypeError):
+        python_type = column.type.python_type
+    except NotImplementedError:
         return actor_id
+    return python_type(actor_id)
 
 
 def snapshot() -> tuple[dict[tuple[type, str], Definition], list[Any]]:

@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session
 from . import clock, history, performance, status
 from .action import Action, error_class, error_data
 from .admission import fail_unadmitted
-from .completion import complete_action, conclude
+from .completing import complete_action
+from .completion import conclude
 from .errors import Stalled
 from .invocation import Invocation
 from .step import Step

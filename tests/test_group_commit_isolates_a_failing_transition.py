@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 import engine
 from engine import status, testing
-from engine.completion import complete_action
+from engine.completing import complete_action
 from engine.group_commit import GroupCommit
 from tests.domain import Car
 

@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session
 from .. import audit, clock, history, status
 from ..action import Action
 from ..compensation import STEP_INDEX
-from ..completion import complete_action, conclude
+from ..completing import complete_action
+from ..completion import conclude
 from ..invocation import Invocation
 from ..step import Step
 from .result import CommandResult, run

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from .. import achievement, audit, db, history, inbox, status
 from ..action import Action
-from ..completion import complete_action
+from ..completing import complete_action
 from .result import CommandResult, run
 from .signal import signal
 

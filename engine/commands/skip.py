@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 
 from .. import achievement, audit, compensating, history, performance, status
 from ..action import Action, write_status
-from ..completion import complete_action, forward
+from ..completing import complete_action
+from ..completion import forward
 from ..invocation import Invocation
 from ..step import Step
 from .result import CommandResult, run
