@@ -102,11 +102,15 @@ class PostgresCpu:
         return PostgresCpu(self.total - other.total, self.database - other.database)
 
 
-def postgres_cpu(database: str) -> PostgresCpu:
+def postgres_cpu(database: str, exclude: int | None = None) -> PostgresCpu:
+    """The CPU seconds of PostgreSQL's processes, but the backend ``exclude`` (a benchmark's
+    own observer connection: its queries are the benchmark's, not the engine's)."""
     total = database_cpu = 0.0
     # "postgres: [cluster: ]user database host(port) state" (Debian names the cluster).
     pattern = re.compile(rf"^postgres: (?:\S+: )?\S+ {re.escape(database)} ")
     for pid in named("postgres"):
+        if pid == exclude:
+            continue
         seconds = cpu_seconds(pid)
         total += seconds
         if pattern.match(command_line(pid)):
