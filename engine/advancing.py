@@ -81,12 +81,13 @@ WITH moving AS (
   UPDATE {_STEPS} AS step
   SET status = '{status.STEP_SUCCEEDED}', completed_at = now.at, updated_at = now.at
   FROM moving, now
-  WHERE step.id = moving.step_id
+  WHERE step.id = moving.step_id AND step.id = ANY(ARRAY(SELECT step_id FROM moving))
 ), moved AS (
   UPDATE {_ACTIONS} AS action
   SET current_step_index = moving.next_index, updated_at = now.at
   FROM moving, now
-  WHERE action.id = moving.action_id AND action.status = '{status.PERFORMING}'
+  WHERE action.id = moving.action_id AND action.id = ANY(ARRAY(SELECT action_id FROM moving))
+    AND action.status = '{status.PERFORMING}'
   RETURNING action.id, moving.next_index
 ), opened AS (
   INSERT INTO {_STEPS} (action_id, definition_index, status, pending_actions_count,

@@ -306,14 +306,15 @@ WITH ending AS (
   SET status = '{status.SUCCEEDED}', completed_at = now.at, updated_at = now.at,
       result = COALESCE(ending.result, action.result)
   FROM ending, now
-  WHERE action.id = ending.action_id AND action.status = '{status.PERFORMING}'
+  WHERE action.id = ending.action_id AND action.id = ANY(ARRAY(SELECT action_id FROM ending))
+    AND action.status = '{status.PERFORMING}'
   RETURNING action.id, ending.lane_id, ending.concurrency_key
 ), stepped AS (
   UPDATE {_STEPS} AS step
   SET status = '{status.STEP_SUCCEEDED}', performed_at = COALESCE(step.performed_at, now.at),
       completed_at = now.at, retry_at = NULL, result = ending.result, updated_at = now.at
   FROM ending, now
-  WHERE step.id = ending.step_id
+  WHERE step.id = ending.step_id AND step.id = ANY(ARRAY(SELECT step_id FROM ending))
 ), closed AS (
   DELETE FROM {_LANES} AS lane USING completed
   WHERE lane.id = completed.lane_id AND NOT EXISTS (

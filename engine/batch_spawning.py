@@ -118,12 +118,13 @@ WITH spawned AS (
   INSERT INTO {_INVOCATIONS.name} ({_NAMES})
   SELECT {_NAMES} FROM json_populate_recordset(NULL::{_INVOCATIONS.name}, %s::json)
   RETURNING id
+), body AS (
+  SELECT * FROM json_to_recordset(%s::json) AS body(id bigint, result json, children integer)
 ), performed AS (
   UPDATE {Step.__tablename__} AS step
   SET result = body.result, decision = NULL, performed_at = now.at, retry_at = NULL,
       pending_actions_count = step.pending_actions_count + body.children, updated_at = now.at
-  FROM json_to_recordset(%s::json) AS body(id bigint, result json, children integer),
-       (SELECT %s::timestamp AS at) AS now
-  WHERE step.id = body.id
+  FROM body, (SELECT %s::timestamp AS at) AS now
+  WHERE step.id = body.id AND step.id = ANY(ARRAY(SELECT id FROM body))
 )
 SELECT id FROM spawned"""

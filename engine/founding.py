@@ -184,7 +184,7 @@ WITH founded AS (
 ), now AS (
   SELECT %s::timestamp AS at
 ), erased AS (
-  DELETE FROM {_ACHIEVEMENTS.name} WHERE checksum_key IN (SELECT checksum_key FROM founded)
+  DELETE FROM {_ACHIEVEMENTS.name} WHERE checksum_key = ANY(ARRAY(SELECT checksum_key FROM founded))
 ), opened AS (
   INSERT INTO {_STEPS.name} (action_id, definition_index, visit, attempt, status, pending_actions_count,
                              unsuccessful_actions_count, started_at, created_at, updated_at)
@@ -196,7 +196,7 @@ WITH founded AS (
   UPDATE {_INVOCATIONS.name} AS invocation
   SET settled_at = now.at, outcome = 'admitted', action_id = founded.id
   FROM founded JOIN link ON link.action_id = founded.id, now
-  WHERE invocation.id = link.invocation_id
+  WHERE invocation.id = link.invocation_id AND invocation.id = ANY(ARRAY(SELECT invocation_id FROM link))
 ), linked AS (
   INSERT INTO {step_actions.name} (parent_step_id, child_action_id)
   SELECT link.parent_step_id, founded.id FROM founded JOIN link ON link.action_id = founded.id
