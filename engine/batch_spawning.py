@@ -96,28 +96,35 @@ def _insert(
     ]
     session.flush()  # what the statement may read is written first
     parameters = (recordset.dumps(rows), recordset.dumps(steps), now)
-    ids = sorted(id_ for (id_,) in session.connection().exec_driver_sql(_SPAWNED_SQL, parameters))
-    for invocation, id_ in zip(invocations, ids, strict=True):
-        invocation.id = id_
+    ids: dict[int, int] = dict(session.connection().exec_driver_sql(_SPAWNED_SQL, parameters).all())
+    for position, invocation in enumerate(invocations, 1):
+        invocation.id = ids[position]
 
 
 _INVOCATIONS = cast(Table, Invocation.__table__)
-#: The columns an invocation's request sets, by column name and attribute key.
+#: The columns an invocation's request sets (``invocation.request``; a wait's ``due_at``), by
+#: column name and attribute key.
 _COLUMNS = [
     (column.name, key)
     for key, column in sa_inspect(Invocation).columns.items()
     if key in ("kind", "actor_type", "actor_id", "name", "arguments_json", "parent_step_id", "created_at")
+    or key == "due_at"
 ]
 _NAMES = ", ".join(name for name, _ in _COLUMNS)
-#: The invocations (JSON rows, inserted in the order given, so their ids ascend in that
-#: order), the steps (JSON rows: the step, its body's stored result and how many children
-#: it started) and the time: the invocations inserted and each step performed now, waiting
-#: on its children. Returns the invocations' ids.
+_ROW = ", ".join(f"request.{name}" for name, _ in _COLUMNS)
+#: The invocations (JSON rows), the steps (JSON rows: the step, its body's stored result and
+#: how many children it started) and the time: the invocations inserted, their ids taken
+#: from their sequence in the order given (a step's children are read back in id order:
+#: the order they were requested in), and each step performed now, waiting on its
+#: children. Returns each invocation's position in the rows given (from 1) and its id.
 _SPAWNED_SQL = f"""
-WITH spawned AS (
-  INSERT INTO {_INVOCATIONS.name} ({_NAMES})
-  SELECT {_NAMES} FROM json_populate_recordset(NULL::{_INVOCATIONS.name}, %s::json)
-  RETURNING id
+WITH requested AS (
+  SELECT nextval(pg_get_serial_sequence('{_INVOCATIONS.name}', 'id')) AS id,
+         request.ordinality AS position, {_ROW}
+  FROM json_populate_recordset(NULL::{_INVOCATIONS.name}, %s::json) WITH ORDINALITY AS request
+  ORDER BY request.ordinality
+), spawned AS (
+  INSERT INTO {_INVOCATIONS.name} (id, {_NAMES}) SELECT id, {_NAMES} FROM requested
 ), body AS (
   SELECT * FROM json_to_recordset(%s::json) AS body(id bigint, result json, children integer)
 ), performed AS (
@@ -127,4 +134,4 @@ WITH spawned AS (
   FROM body, (SELECT %s::timestamp AS at) AS now
   WHERE step.id = body.id AND step.id = ANY(ARRAY(SELECT id FROM body))
 )
-SELECT id FROM spawned"""
+SELECT position, id FROM requested"""

@@ -18,7 +18,7 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 import engine
-from engine import batch_admission, batch_conclusion, broker, commands, db, status, step_body, testing
+from engine import batch_admission, batch_conclusion, broker, commands, config, db, status, step_body, testing
 from engine.conclusion import Outcome, conclude_body
 from engine.group_commit import Unit
 from engine.models import Action, ActionEvent, Invocation, Performance, Step
@@ -338,3 +338,50 @@ def test_bodies_that_start_children_take_as_many_statements_for_three_as_for_one
     assert [(s.pending_actions_count, s.result, s.performed_at is not None) for s in steps] == [
         (2, "convoy", True)
     ] * 4
+
+
+@pytest.mark.postgresql_only
+def test_each_body_of_a_batch_gets_its_own_children_in_the_order_it_asked_for_them(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a worker that admits children where they were started (engine.testing sends
+    # them to the broker), and three cars whose rounds ran, each starting washes in bays
+    # of its own, out of order
+    monkeypatch.setattr(config, "admit_children_here", True)
+    declare()
+    rounds = engine.define(Car, "rounds")
+
+    @rounds.step
+    def go_round(car: Car, step: StepContext) -> None:
+        for bay in (3, 1, 2):
+            step.do("wash", car.id * 10 + bay)
+
+    cars = [Car(id=n) for n in range(1, 4)]
+    session.add_all(cars)
+    session.commit()
+    for car in cars:
+        engine.later(car, "rounds")
+    session.commit()
+    admit(list(session.scalars(select(Invocation.id))))
+    ran = [(step_id, run_body(step_id)) for car in cars for step_id in open_steps(session, car)]
+
+    # When they are concluded in one batch
+    units = [Unit(None, batch_conclusion.conclude_all, item) for item in ran]
+    with db.transaction() as batch:
+        batch_conclusion.conclude_all(batch, units)
+    for unit in units:  # after the commit, as the group commit runs them
+        for callback in unit.after_commit:
+            broker.run_callback(callback)
+
+    # Then each body's unit admits its own children, whose ids follow the order it asked in,
+    # and its history names them
+    session.expire_all()
+    for car, (step_id, _), unit in zip(cars, ran, units, strict=True):
+        children = session.scalars(
+            select(Invocation).where(Invocation.parent_step_id == step_id).order_by(Invocation.id)
+        ).all()
+        assert [child.arguments_json for child in children] == [[car.id * 10 + bay] for bay in (3, 1, 2)]
+        assert unit.admissions == [child.id for child in children]
+        event_of_step = (ActionEvent.step_id == step_id, ActionEvent.event == "children_spawned")
+        spawned = session.scalars(select(ActionEvent.data).where(*event_of_step)).one()
+        assert spawned["invocations"] == [child.id for child in children]
