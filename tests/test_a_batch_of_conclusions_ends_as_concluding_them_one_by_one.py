@@ -98,6 +98,19 @@ def run_body(step_id: int) -> Outcome:
     return outcome
 
 
+def bodies_of(session: Session, name: str, count: int) -> tuple[list[Car], list[tuple[int, Outcome]]]:
+    """``count`` cars, each with ``name`` admitted and its first body run: the cars, and
+    each body's step and outcome."""
+    cars = [Car(id=n) for n in range(1, count + 1)]
+    session.add_all(cars)
+    session.commit()
+    for car in cars:
+        engine.later(car, name)
+    session.commit()
+    admit(list(session.scalars(select(Invocation.id))))
+    return cars, [(step_id, run_body(step_id)) for car in cars for step_id in open_steps(session, car)]
+
+
 def bodies_run(session: Session, car: Car) -> tuple[list[tuple[int, Outcome]], int]:
     """For ``car``: every open body run (the first wash's twice, as a message delivered
     twice), with a wash in bay 4 cancelled after its body ran; and that wash's id."""
@@ -308,14 +321,7 @@ def test_a_batch_of_conclusions_takes_as_many_statements_for_six_as_for_one(sess
 def test_bodies_that_start_children_take_as_many_statements_for_three_as_for_one(session: Session) -> None:
     # Given four cars' convoys whose bodies ran, each starting two washes
     declare()
-    cars = [Car(id=n) for n in range(1, 5)]
-    session.add_all(cars)
-    session.commit()
-    for car in cars:
-        engine.later(car, "convoy")
-    session.commit()
-    admit(list(session.scalars(select(Invocation.id))))
-    ran = [(step_id, run_body(step_id)) for car in cars for step_id in open_steps(session, car)]
+    _, ran = bodies_of(session, "convoy", 4)
 
     # When three are concluded in one batch, and the fourth in a batch of its own
     with statements() as for_three, db.transaction() as batch:
@@ -356,14 +362,7 @@ def test_each_body_of_a_batch_gets_its_own_children_in_the_order_it_asked_for_th
         for bay in (3, 1, 2):
             step.do("wash", car.id * 10 + bay)
 
-    cars = [Car(id=n) for n in range(1, 4)]
-    session.add_all(cars)
-    session.commit()
-    for car in cars:
-        engine.later(car, "rounds")
-    session.commit()
-    admit(list(session.scalars(select(Invocation.id))))
-    ran = [(step_id, run_body(step_id)) for car in cars for step_id in open_steps(session, car)]
+    cars, ran = bodies_of(session, "rounds", 3)
 
     # When they are concluded in one batch
     units = [Unit(None, batch_conclusion.conclude_all, item) for item in ran]
