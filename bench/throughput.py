@@ -124,7 +124,6 @@ def measure_trees(
             # checked root by root: the full check costs PostgreSQL ~3 ms, 3% of a core if
             # it were polled every 0.1 s.
             ended_actions = completed_actions(observer) - completed_before
-            row = None
             if ended_actions >= count * ACTIONS_PER_TREE:
                 row = observer.execute(done_query, (low, high, incomplete)).fetchone()
                 if row is not None and row[0] >= count:
