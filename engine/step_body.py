@@ -213,13 +213,7 @@ def _lease(session: Session, step_id: int, guess: ActorRef | None) -> tuple[Any,
     """The step with its lease taken, its action, and its actor if ``guess`` was right
     (read in the same statement); Nones when another holds the lease or the step is gone."""
     mapped = registry.mapped_key(*guess) if guess is not None else None
-    if mapped is None:
-        row = session.execute(lease.LEASE, {"step_id": step_id}).one_or_none()
-        return (*row, None) if row is not None else (None, None, None)
-    cls, key = mapped
-    parameters = {"step_id": step_id, "actor_key": key}
-    # unique(): the actor's class may load a collection with a join (lazy="joined")
-    row = session.execute(lease.lease_with_actor(cls), parameters).unique().one_or_none()
+    row = lease.take(session, step_id, *(mapped or ()))
     if row is None:
         return None, None, None
     step, action, actor = row

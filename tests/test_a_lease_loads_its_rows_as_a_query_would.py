@@ -1,0 +1,170 @@
+"""A worker takes a step's lease for nearly every action. On PostgreSQL that statement is
+sent through psycopg alone and the step, its action and the guessed actor are made from
+its row (engine/lease.py, ``take``): they must be what a query would have loaded, every
+column as stored, persistent and unchanged in the session, their relationships loading as
+usual, and the lease itself a row lock that another worker skips. Where making them so
+would differ from loading them (rows the session holds already, an actor class whose
+loading runs code or joins a collection), the ORM reads them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import event, select, update
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.orm import Mapped, Session, mapped_column, reconstructor
+
+import engine
+from engine import batch_admission, clock, db, lease
+from engine.group_commit import Unit
+from engine.models import Action, Invocation, Step
+from tests.domain import AppBase, Car, Fleet, Van
+
+
+class Logbook(engine.Actor, AppBase):
+    """An actor whose class runs code when a row is loaded."""
+
+    __tablename__ = "logbooks"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    pages: Mapped[int] = mapped_column(default=0)
+
+    @reconstructor
+    def _opened(self) -> None:
+        self.opened = True
+
+
+def read(actor: Any) -> int:
+    return 0
+
+
+@pytest.fixture(autouse=True)
+def declare() -> None:
+    for cls in (Car, Fleet, Logbook):
+        engine.define(cls, "read", read)
+
+
+def opened(session: Session, actor: Any) -> int:
+    """The step of a new action on ``actor``, admitted and not run."""
+    engine.later(actor, "read")
+    session.commit()
+    invocation = session.scalars(select(Invocation.id).where(Invocation.settled_at.is_(None))).one()
+    with db.transaction() as own:
+        batch_admission.admit_all(own, [Unit(None, batch_admission.admit_all, (invocation,))])
+    return session.scalars(select(Step.id).where(Step.performed_at.is_(None))).one()
+
+
+def columns(instance: Any) -> dict[str, Any]:
+    return {prop.key: getattr(instance, prop.key) for prop in sa_inspect(type(instance)).column_attrs}
+
+
+@pytest.fixture
+def statements(database: Any) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(" ".join(statement.split()))
+
+    event.listen(database, "before_cursor_execute", record)
+    yield seen
+    event.remove(database, "before_cursor_execute", record)
+
+
+def test_the_step_its_action_and_its_actor_hold_every_column_as_stored(
+    session: Session, statements: list[str]
+) -> None:
+    # Given a car, and a step on it whose rows hold JSON, fractions and times
+    car = Car(mileage=12, location="garage")
+    session.add(car)
+    session.commit()
+    step_id = opened(session, car)
+    deadline = (clock.now() + timedelta(hours=1)).replace(microsecond=123456)
+    with db.transaction() as own:
+        own.execute(update(Step).where(Step.id == step_id).values(result={"seats": [1, "two", None]}))
+        own.execute(update(Action).values(timeout_seconds=0.5, deadline_at=deadline, arguments_json=[3, "x"]))
+
+    # When a fresh session takes its lease, guessing the car
+    with db.session() as leased, db.session() as loaded:
+        statements.clear()
+        step, action, actor = lease.take(leased, step_id, Car, car.id)
+
+        # Then one statement read them, and every column is what a query loads
+        assert len(statements) == 1 and "stepwise_steps" in statements[0] and "cars" in statements[0]
+        assert columns(step) == columns(loaded.get(Step, step_id))
+        assert columns(action) == columns(loaded.get(Action, step.action_id))
+        assert columns(actor) == columns(loaded.get(Car, car.id))
+        assert (step.result, action.timeout_seconds, action.deadline_at) == (
+            {"seats": [1, "two", None]},
+            0.5,
+            deadline,
+        )
+        assert isinstance(action.deadline_at, datetime) and action.arguments == [3, "x"]
+
+        # and they are persistent and unchanged, their relationships found in the session
+        for instance in (step, action, actor):
+            assert sa_inspect(instance).persistent and not sa_inspect(instance).modified
+        assert not leased.dirty and not leased.new
+        statements.clear()
+        assert step.action is action
+        assert statements == []
+
+        # and a change to one is written as an UPDATE of its row alone
+        actor.mileage = 13
+        leased.flush()
+        assert len(statements) == 1 and statements[0].startswith("UPDATE cars SET mileage")
+        leased.commit()
+    session.expire_all()
+    assert session.get(Car, car.id).mileage == 13
+
+
+def test_no_actor_is_read_when_none_was_guessed_or_the_guess_has_no_row(session: Session, car: Car) -> None:
+    step_id = opened(session, car)
+    with db.session() as leased:
+        assert lease.take(leased, step_id)[2] is None
+    with db.session() as leased:
+        step, action, actor = lease.take(leased, step_id, Car, car.id + 1000)
+        assert (step.id, action.id, actor) == (step_id, step.action_id, None)
+
+
+@pytest.mark.postgresql_only
+def test_a_lease_another_session_holds_is_not_taken(session: Session, car: Car) -> None:
+    step_id = opened(session, car)
+    with db.session() as first, db.session() as second:
+        assert lease.take(first, step_id, Car, car.id) is not None
+        assert lease.take(second, step_id, Car, car.id) is None
+        first.rollback()  # the lease released
+        assert lease.take(second, step_id, Car, car.id) is not None
+
+
+def test_a_session_that_holds_the_rows_already_reads_them_afresh(session: Session, car: Car) -> None:
+    # Given a session that loaded the step (an attempt that was rolled back, say)
+    step_id = opened(session, car)
+    with db.session() as leased:
+        held = leased.get(Step, step_id)
+        assert held is not None and held.attempt == 1
+        with db.transaction() as own:  # the row changes meanwhile
+            own.execute(update(Step).where(Step.id == step_id).values(attempt=3))
+
+        # When it takes the lease
+        step, _, actor = lease.take(leased, step_id, Car, car.id)
+
+        # Then it has the same objects, as the database holds them now
+        assert step is held and step.attempt == 3
+        assert actor is leased.get(Car, car.id)
+
+
+@pytest.mark.parametrize("kind", ["a class that runs code on load", "a class that joins a collection"])
+def test_an_actor_class_whose_loading_does_more_is_loaded_by_the_orm(session: Session, kind: str) -> None:
+    actor: Any = Logbook(id=1) if kind.endswith("on load") else Fleet(id=1, vans=[Van(id=1), Van(id=2)])
+    session.add(actor)
+    session.commit()
+    step_id = opened(session, actor)
+    with db.session() as leased:
+        _, _, read_actor = lease.take(leased, step_id, type(actor), 1)
+        if isinstance(read_actor, Logbook):
+            assert read_actor.opened is True
+        else:
+            assert [van.id for van in read_actor.vans] == [1, 2]
