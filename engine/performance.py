@@ -27,9 +27,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
-from . import clock, status
+from . import clock, rows, status
 from .action import Action
 from .db import Base, Id, Timestamps
 
@@ -99,11 +100,25 @@ _LOCK_ALL = _LOCKED.where(
 
 def lock_all(session: Session, concurrency_keys: set[str]) -> dict[str, Performance]:
     """PostgreSQL: the existing lanes of ``concurrency_keys`` by key, locked in one
-    statement, in key order."""
+    statement, in key order (sent through psycopg alone, engine/rows.py, unless the
+    session holds one of them already: then the ORM reads them afresh)."""
     if not concurrency_keys:
         return {}
-    lanes = session.scalars(_LOCK_ALL, {"keys": sorted(concurrency_keys)})
+    parameters = {"keys": sorted(concurrency_keys)}
+    connection = session.connection()
+    reader = _lock_all_reader(connection.dialect)
+    made = reader.objects(session, reader.rows(connection, parameters))
+    lanes = [row[0] for row in made] if made is not None else session.scalars(_LOCK_ALL, parameters)
     return {lane.concurrency_key: lane for lane in lanes if lane.concurrency_key is not None}
+
+
+@functools.cache
+def _lock_all_reader(dialect: Dialect) -> rows.Reader:
+    statement = select(*rows.columns(Performance)).where(
+        Performance.concurrency_key == bindparam("keys", type_=ARRAY(String)).any_()
+    )
+    statement = statement.order_by(Performance.concurrency_key).with_for_update()
+    return rows.Reader(statement, dialect, [Performance])
 
 
 def create(session: Session, founder: Action) -> int | None:

@@ -8,13 +8,16 @@ objects by the type name stored on action rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import ARRAY, bindparam, select
 from sqlalchemy import inspect as sa_inspect
-from sqlalchemy import select
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import NoInspectionAvailable
 from sqlalchemy.orm import Session
 
+from . import rows
 from .errors import ActorNotFound, ActorTypeTaken, NotAnActor
 
 if TYPE_CHECKING:
@@ -172,18 +175,36 @@ def mapped_key(actor_type: str, actor_id: str) -> tuple[type, Any] | None:
 def load_actors(session: Session, references: Sequence[tuple[str, str]]) -> list[object]:
     """The rows of many actors (``(actor_type, actor_id)``), read with one statement per
     class into ``session``, where ``load_actor`` then finds them without a query while
-    the caller holds the list. Services and unknown classes are left to ``load_actor``."""
+    the caller holds the list. Services and unknown classes are left to ``load_actor``.
+    On PostgreSQL the rows of a plain class are read through psycopg alone
+    (engine/rows.py)."""
     wanted: dict[type, set[Any]] = {}
     for actor_type, actor_id in references:
         mapped = mapped_key(actor_type, actor_id)
         if mapped is not None:
             wanted.setdefault(mapped[0], set()).add(mapped[1])
-    rows: list[object] = []
+    found: list[object] = []
     for cls, keys in wanted.items():
+        ordered = sorted(keys, key=str)
+        connection = session.connection()
+        if connection.dialect.name == "postgresql" and rows.plain(cls):
+            reader = _actors_reader(connection.dialect, cls)
+            made = reader.objects(session, reader.rows(connection, {"keys": ordered}))
+            if made is not None:
+                found.extend(row[0] for row in made)
+                continue
         column: Any = sa_inspect(cls).primary_key[0]
         # unique(): the class may load a collection with a join (lazy="joined")
-        rows.extend(session.scalars(select(cls).where(column.in_(sorted(keys, key=str)))).unique())
-    return rows
+        found.extend(session.scalars(select(cls).where(column.in_(ordered))).unique())
+    return found
+
+
+@cache
+def _actors_reader(dialect: Dialect, cls: type) -> rows.Reader:
+    """The rows of ``cls`` whose primary keys are among ``keys``."""
+    column: Any = sa_inspect(cls).primary_key[0]
+    statement = select(*rows.columns(cls)).where(column == bindparam("keys", type_=ARRAY(column.type)).any_())
+    return rows.Reader(statement, dialect, [cls])
 
 
 def _primary_key(cls: type, actor_id: str) -> Any:

@@ -1,8 +1,8 @@
-"""A worker takes a step's lease for nearly every action. On PostgreSQL that statement is
-sent through psycopg alone and the step, its action and the guessed actor are made from
-its row (engine/lease.py, ``take``): they must be what a query would have loaded, every
-column as stored, persistent and unchanged in the session, their relationships loading as
-usual, and the lease itself a row lock that another worker skips. Where making them so
+"""The statements a worker sends for nearly every action (a step's lease, the lanes a
+batch locks, the actors an admission reads) go through psycopg alone on PostgreSQL, their
+objects made from the rows (engine/rows.py): they must be what a query would have loaded,
+every column as stored, persistent and unchanged in the session, their relationships
+loading as usual, and a lease a row lock that another worker skips. Where making them so
 would differ from loading them (rows the session holds already, an actor class whose
 loading runs code or joins a collection), the ORM reads them."""
 
@@ -18,9 +18,9 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Mapped, Session, mapped_column, reconstructor
 
 import engine
-from engine import batch_admission, clock, db, lease
+from engine import batch_admission, clock, db, lease, performance, registry, rows
 from engine.group_commit import Unit
-from engine.models import Action, Invocation, Step
+from engine.models import Action, Invocation, Performance, Step
 from tests.domain import AppBase, Car, Fleet, Van
 
 
@@ -168,3 +168,46 @@ def test_an_actor_class_whose_loading_does_more_is_loaded_by_the_orm(session: Se
             assert read_actor.opened is True
         else:
             assert [van.id for van in read_actor.vans] == [1, 2]
+
+
+@pytest.mark.postgresql_only
+def test_the_lanes_a_batch_locks_are_read_afresh_when_the_session_holds_them(
+    session: Session, car: Car
+) -> None:
+    opened(session, car)
+    key = session.scalars(select(Performance.concurrency_key)).one()
+    with db.session() as batch:
+        (lane,) = performance.lock_all(batch, {key, "no such lane"}).values()
+        assert sa_inspect(lane).persistent and not batch.dirty
+        assert columns(lane) == columns(session.get(Performance, lane.id))
+        batch.rollback()
+        with db.transaction() as own:  # the lane moves on meanwhile
+            own.execute(update(Performance).values(action_id=lane.action_id + 100))
+
+        assert performance.lock_all(batch, {key}) == {key: lane}  # the same object,
+        session.expire_all()
+        assert lane.action_id == session.get(Performance, lane.id).action_id  # as stored now
+
+
+def test_the_actors_an_admission_reads_are_loaded_as_a_query_would(session: Session, car: Car) -> None:
+    other = Car(mileage=7, location="port")
+    fleet = Fleet(id=1, vans=[Van(id=1)])
+    session.add_all([other, fleet])
+    session.commit()
+    references = [(registry.type_name(Car), str(car.id)), (registry.type_name(Car), str(other.id))]
+    references.append((registry.type_name(Fleet), "1"))
+    with db.session() as batch:
+        held = batch.get(Car, car.id)  # a row the session holds is kept as it is
+        found = registry.load_actors(batch, references)
+        assert held in found and len(found) == 3
+        read_other = next(actor for actor in found if isinstance(actor, Car) and actor.id == other.id)
+        assert columns(read_other) == columns(session.get(Car, other.id))
+        read_fleet = next(actor for actor in found if isinstance(actor, Fleet))
+        assert [van.id for van in read_fleet.vans] == [1]
+        assert not batch.dirty and all(sa_inspect(actor).persistent for actor in found)
+
+
+def test_a_reader_refuses_a_class_whose_loading_does_more(database: Any) -> None:
+    assert rows.plain(Car) and not rows.plain(Logbook) and not rows.plain(Fleet)
+    with pytest.raises(ValueError, match="does more than set its columns"):
+        rows.Reader(select(*rows.columns(Logbook)), database.dialect, [Logbook])
