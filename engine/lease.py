@@ -68,9 +68,9 @@ def take(session: Session, step_id: int, actor_class: type | None = None, actor_
     actor being the row of ``actor_class`` keyed ``actor_key`` (None when no class is given
     or no such row exists); None when another holds the lease or the step is gone."""
     connection = session.connection()
-    if connection.dialect.name == "postgresql" and (actor_class is None or rows.plain(actor_class)):
+    if rows.usable(connection) and (actor_class is None or rows.plain(actor_class)):
         reader = _reader(connection.dialect, actor_class)
-        found = reader.rows(connection, {"step_id": step_id, "actor_key": actor_key})
+        found = reader.rows(session, {"step_id": step_id, "actor_key": actor_key})
         if not found:
             return None
         objects = reader.objects(session, found)

@@ -187,9 +187,9 @@ def load_actors(session: Session, references: Sequence[tuple[str, str]]) -> list
     for cls, keys in wanted.items():
         ordered = sorted(keys, key=str)
         connection = session.connection()
-        if connection.dialect.name == "postgresql" and rows.plain(cls):
+        if rows.usable(connection) and rows.plain(cls):
             reader = _actors_reader(connection.dialect, cls)
-            made = reader.objects(session, reader.rows(connection, {"keys": ordered}))
+            made = reader.objects(session, reader.rows(session, {"keys": ordered}))
             if made is not None:
                 found.extend(row[0] for row in made)
                 continue

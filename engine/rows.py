@@ -13,8 +13,13 @@ That is only the same as loading for a class whose loading does nothing but set 
 columns (``plain``: one table, no eager relationships, no load events) and for rows the
 session does not hold yet: where it holds one, ``made`` returns None and the caller reads
 through the ORM (``populate_existing``), which refreshes the object the session has.
-Listeners of the engine's ``before_cursor_execute``/``after_cursor_execute`` events see
-the statement as any other (statement counts, write counts).
+The session is flushed first when it autoflushes, as a query would. Listeners of the
+engine's ``before_cursor_execute``/``after_cursor_execute`` events see the statement and its
+cursor (statement counts, write counts), with no execution context. A driver error goes
+through SQLAlchemy's own handling: it is raised as a ``DBAPIError``, and a lost connection
+is invalidated, so ``db.retrying`` runs the transaction again as it would for any
+statement. Only psycopg 3 connections are read so (``usable``); others use the ORM.
+Whether a class is plain is decided once per process: classes are configured at import.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
+from sqlalchemy import Column
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.orm import Mapper, Session, make_transient_to_detached
@@ -32,9 +38,15 @@ from sqlalchemy.sql import Select
 _LAZY = frozenset({"select", "noload", "raise", "raise_on_sql", "dynamic", "write_only"})
 
 
+def usable(connection: Connection) -> bool:
+    """Whether ``connection`` is one a ``Reader`` reads through: psycopg 3 on PostgreSQL."""
+    return connection.dialect.driver == "psycopg"
+
+
 @cache
 def plain(cls: type) -> bool:
-    """Whether loading a row of ``cls`` does nothing but set its columns: one table, no
+    """Whether loading a row of ``cls`` does nothing but set its columns: one table, every
+    column a table column loaded with the row (no expression, no deferred column), no
     eager relationships, no load or refresh events."""
     mapper: Any = sa_inspect(cls, False)
     if mapper is None or mapper.inherits is not None or mapper.polymorphic_on is not None:
@@ -42,9 +54,12 @@ def plain(cls: type) -> bool:
     dispatch = mapper.class_manager.dispatch
     if dispatch.load or dispatch.refresh:
         return False
-    columns = [prop.columns for prop in mapper.column_attrs]
-    if any(len(group) != 1 or group[0].table is not mapper.local_table for group in columns):
-        return False
+    for prop in mapper.column_attrs:
+        group = prop.columns
+        if prop.deferred or len(group) != 1 or not isinstance(group[0], Column):
+            return False
+        if group[0].table is not mapper.local_table:
+            return False
     return all(relationship.lazy in _LAZY for relationship in mapper.relationships)
 
 
@@ -66,20 +81,35 @@ class Reader:
         self.binds: dict[str, Callable[[Any], Any] | None] = {
             name: bind.type._cached_bind_processor(dialect) for name, bind in compiled.binds.items()
         }
+        #: The values the statement itself holds (``where(x == 5)``), sent unless given.
+        self.values = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
         self.mappers: list[Mapper[Any]] = [sa_inspect(cls) for cls in classes]
         self.keys = [[prop.key for prop in mapper.column_attrs] for mapper in self.mappers]
         self.types = [column.type for cls in classes for column in columns(cls)]
         #: Each column's result processor, from the types psycopg reports (first read).
         self.processors: list[Callable[[Any], Any] | None] | None = None
 
-    def rows(self, connection: Connection, parameters: dict[str, Any]) -> list[list[Any]]:
-        """The statement's rows, each value as SQLAlchemy would have returned it."""
+    def rows(self, session: Session, parameters: dict[str, Any]) -> list[list[Any]]:
+        """The statement's rows in ``session``'s transaction, each value as SQLAlchemy would
+        have returned it."""
+        if session.autoflush:
+            session.flush()  # as a query would: nothing when the session holds no change
+        connection = session.connection()
         binds = self.binds
-        values = {name: _bound(binds[name], value) for name, value in parameters.items() if name in binds}
-        connection.dispatch.before_cursor_execute(connection, None, self.sql, values, None, False)
-        cursor = connection.connection.driver_connection.execute(self.sql, values)  # type: ignore[union-attr]
-        found = cursor.fetchall()
-        connection.dispatch.after_cursor_execute(connection, cursor, self.sql, values, None, False)
+        values = {
+            name: _processed(binds[name], value)
+            for name, value in {**self.values, **parameters}.items()
+            if name in binds
+        }
+        cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            connection.dispatch.before_cursor_execute(connection, cursor, self.sql, values, None, False)
+            cursor.execute(self.sql, values)
+            found = cursor.fetchall()
+            connection.dispatch.after_cursor_execute(connection, cursor, self.sql, values, None, False)
+        except connection.dialect.loaded_dbapi.Error as error:
+            # As SQLAlchemy handles any statement's: a DBAPIError, a lost connection invalidated.
+            connection._handle_dbapi_exception(error, self.sql, values, cursor, None)
         processors = self.processors
         if processors is None:  # the same for every thread that computes them
             processors = self.processors = [
@@ -89,7 +119,7 @@ class Reader:
         if not any(processors):
             return [list(row) for row in found]
         return [
-            [_bound(process, value) for value, process in zip(row, processors, strict=True)]
+            [_processed(process, value) for value, process in zip(row, processors, strict=True)]
             for row in found
         ]
 
@@ -116,8 +146,10 @@ class Reader:
         return made
 
 
-def _bound(process: Callable[[Any], Any] | None, value: Any) -> Any:
-    return value if process is None or value is None else process(value)
+def _processed(process: Callable[[Any], Any] | None, value: Any) -> Any:
+    """``value`` through a bind or result processor, as SQLAlchemy does (None included:
+    a type may stand for NULL by a value)."""
+    return value if process is None else process(value)
 
 
 def _instance(mapper: Mapper[Any], keys: list[str], values: Sequence[Any]) -> Any:

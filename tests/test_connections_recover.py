@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -13,7 +14,8 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from engine import db
+import engine
+from engine import db, performance
 from tests.conftest import POSTGRES_ADMIN_URL
 
 
@@ -90,6 +92,25 @@ def test_a_transaction_whose_connection_died_is_run_again(pool: Engine, url: str
 
     with db.session() as session:
         assert db.retrying(session, work) == 42
+    assert len(attempts) == 2
+
+
+def test_a_read_sent_through_psycopg_alone_whose_connection_died_is_run_again(pool: Engine, url: str) -> None:
+    # Given the engine's tables, and a pooled connection that dies while idle
+    engine.create_all(pool)
+    with db.transaction() as session:
+        session.execute(text("SELECT 1"))
+    terminate_others(url)
+    attempts: list[int] = []
+
+    def work() -> dict[str, Any]:
+        attempts.append(1)
+        return performance.lock_all(session, {"a lane"})  # read through psycopg (engine/rows.py)
+
+    # When the first statement of a transaction is such a read, it fails as any statement
+    # would on a dead connection, and the transaction runs again on a new one
+    with db.session() as session:
+        assert db.retrying(session, work) == {}
     assert len(attempts) == 2
 
 
