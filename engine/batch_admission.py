@@ -21,15 +21,20 @@ admits them one by one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
+from sqlalchemy import BigInteger, bindparam, select
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
-from . import founding, performance, registry
+from . import founding, performance, registry, rows
 from .action import Action
 from .admission import LOCK_ALL, admit, obtain, prepare
 from .group_commit import Unit
 from .invocation import Invocation
+from .step import Step
 
 
 def admit_all(session: Session, units: Sequence[Unit[Any]]) -> None:
@@ -51,8 +56,8 @@ def admit_all(session: Session, units: Sequence[Unit[Any]]) -> None:
 def _admit_on_postgres(
     session: Session, owners: dict[int, Unit[Any]], results: dict[int, Action | None]
 ) -> None:
-    rows = session.execute(LOCK_ALL, {"ids": sorted(owners)}).all()
-    unsettled = [(invocation, parent) for invocation, parent in rows if invocation.settled_at is None]
+    locked = lock_all(session, sorted(owners))
+    unsettled = [(invocation, parent) for invocation, parent in locked if invocation.settled_at is None]
     for invocation_id in owners:
         results[invocation_id] = None  # unknown, or settled already (a redelivery)
     # Read at once, and held here: the session's identity map keeps an object only while
@@ -91,3 +96,20 @@ def _admit_on_postgres(
     for candidate, invocation in others:
         with owners[invocation.id].collecting(session):
             results[invocation.id] = obtain(session, candidate, invocation)
+
+
+def lock_all(session: Session, invocation_ids: list[int]) -> list[Any]:
+    """``LOCK_ALL``: each invocation with its parent step's action (None for a root),
+    read through psycopg alone where it can be (engine/rows.py)."""
+    found = rows.read(session, _lock_all_reader, {"ids": invocation_ids})
+    return found if found is not None else list(session.execute(LOCK_ALL, {"ids": invocation_ids}).all())
+
+
+@cache
+def _lock_all_reader(dialect: Dialect) -> rows.Reader:
+    statement: Any = select(*rows.columns(Invocation), *rows.columns(Action))
+    statement = statement.outerjoin(Step, Step.id == Invocation.parent_step_id)
+    statement = statement.outerjoin(Action, Action.id == Step.action_id)
+    statement = statement.where(Invocation.id == bindparam("ids", type_=ARRAY(BigInteger)).any_())
+    statement = statement.order_by(Invocation.id).with_for_update(of=Invocation)
+    return rows.Reader(statement, dialect, [Invocation, Action])

@@ -94,8 +94,8 @@ def _in_sets(outcome: Outcome) -> bool:
 
 def _lock_all(session: Session, ordered: list[Unit[Any]]) -> dict[int, tuple[Step, Action]]:
     """Every step of the batch, with its action, locked in id order and read afresh."""
-    rows = session.execute(lease.LOCK_ALL, {"ids": sorted({unit.item[0] for unit in ordered})}).all()
-    return {step.id: (step, action) for step, action in rows}
+    found = lease.lock_all(session, sorted({unit.item[0] for unit in ordered}))
+    return {step.id: (step, action) for step, action in found}
 
 
 def _endings(

@@ -21,7 +21,7 @@ of the rows already: then the ORM reads them.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from sqlalchemy import ARRAY, BigInteger, bindparam, select
@@ -67,21 +67,33 @@ def take(session: Session, step_id: int, actor_class: type | None = None, actor_
     """The lease of step ``step_id`` taken in ``session``: ``(step, action, actor)``, the
     actor being the row of ``actor_class`` keyed ``actor_key`` (None when no class is given
     or no such row exists); None when another holds the lease or the step is gone."""
-    connection = session.connection()
-    if rows.usable(connection) and (actor_class is None or rows.plain(actor_class)):
-        reader = _reader(connection.dialect, actor_class)
-        found = reader.rows(session, {"step_id": step_id, "actor_key": actor_key})
-        if not found:
-            return None
-        objects = reader.objects(session, found)
-        if objects is not None:
-            return (*objects[0], None) if actor_class is None else tuple(objects[0])
+    parameters = {"step_id": step_id, "actor_key": actor_key}
+    if actor_class is None or rows.plain(actor_class):
+        found = rows.read(session, partial(_reader, actor_class=actor_class), parameters)
+        if found is not None:
+            if not found:
+                return None  # another holds the lease, or the step is gone
+            step, action, *actor = found[0]
+            return step, action, actor[0] if actor else None
     if actor_class is None:
         row = session.execute(LEASE, {"step_id": step_id}).one_or_none()
         return None if row is None else (*row, None)
-    parameters = {"step_id": step_id, "actor_key": actor_key}
     # unique(): the actor's class may load a collection with a join (lazy="joined")
     return session.execute(lease_with_actor(actor_class), parameters).unique().one_or_none()
+
+
+def lock_all(session: Session, step_ids: list[int]) -> list[Any]:
+    """``LOCK_ALL``: the steps ``step_ids`` with their actions, locked in id order."""
+    found = rows.read(session, _lock_all_reader, {"ids": step_ids})
+    return found if found is not None else list(session.execute(LOCK_ALL, {"ids": step_ids}).all())
+
+
+@cache
+def _lock_all_reader(dialect: Dialect) -> rows.Reader:
+    statement: Any = select(*rows.columns(Step), *rows.columns(Action))
+    statement = statement.join_from(Step, Action, Action.id == Step.action_id)
+    statement = statement.where(Step.id == bindparam("ids", type_=ARRAY(BigInteger)).any_())
+    return rows.Reader(statement.order_by(Step.id).with_for_update(of=Step), dialect, [Step, Action])
 
 
 @cache

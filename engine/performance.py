@@ -105,12 +105,8 @@ def lock_all(session: Session, concurrency_keys: set[str]) -> dict[str, Performa
     if not concurrency_keys:
         return {}
     parameters = {"keys": sorted(concurrency_keys)}
-    connection = session.connection()
-    made = None
-    if rows.usable(connection):
-        reader = _lock_all_reader(connection.dialect)
-        made = reader.objects(session, reader.rows(session, parameters))
-    lanes = [row[0] for row in made] if made is not None else session.scalars(_LOCK_ALL, parameters)
+    found = rows.read(session, _lock_all_reader, parameters)
+    lanes = [row[0] for row in found] if found is not None else session.scalars(_LOCK_ALL, parameters)
     return {lane.concurrency_key: lane for lane in lanes if lane.concurrency_key is not None}
 
 

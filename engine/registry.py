@@ -8,7 +8,7 @@ objects by the type name stored on action rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ARRAY, bindparam, select
@@ -186,10 +186,8 @@ def load_actors(session: Session, references: Sequence[tuple[str, str]]) -> list
     found: list[object] = []
     for cls, keys in wanted.items():
         ordered = sorted(keys, key=str)
-        connection = session.connection()
-        if rows.usable(connection) and rows.plain(cls):
-            reader = _actors_reader(connection.dialect, cls)
-            made = reader.objects(session, reader.rows(session, {"keys": ordered}))
+        if rows.plain(cls):
+            made = rows.read(session, partial(_actors_reader, cls=cls), {"keys": ordered})
             if made is not None:
                 found.extend(row[0] for row in made)
                 continue

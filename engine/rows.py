@@ -1,9 +1,10 @@
 """Rows read through psycopg alone and made into ORM objects as a query would load them.
 
-The statements a worker sends for nearly every action (a step's lease, the lanes a batch
-locks, the actors an admission reads) cost far more CPU through the ORM than through the
-driver: SQLAlchemy's execution, result and loading layers around one short statement.
-On PostgreSQL a ``Reader`` sends such a statement through psycopg itself and makes the
+The reads a worker makes for nearly every action (a step's lease; in a batch, the
+invocations it admits with their parents' actions, the actors they are on, the steps it
+concludes with their actions, the lanes it locks) cost far more CPU through the ORM than
+through the driver: SQLAlchemy's execution, result and loading layers around a short
+statement. On PostgreSQL a ``Reader`` sends such a statement through psycopg itself and makes the
 objects from each row as loading would: a new instance, its columns set, its identity
 given, persistent and unchanged in the session, its relationships loaded on access as
 usual. A lease cost a thread ~570 µs of CPU so against ~700 µs through the ORM
@@ -11,7 +12,7 @@ usual. A lease cost a thread ~570 µs of CPU so against ~700 µs through the ORM
 
 That is only the same as loading for a class whose loading does nothing but set its
 columns (``plain``: one table, no eager relationships, no load events) and for rows the
-session does not hold yet: where it holds one, ``made`` returns None and the caller reads
+session does not hold yet: where it holds one, ``read`` returns None and the caller reads
 through the ORM (``populate_existing``), which refreshes the object the session has.
 The session is flushed first when it autoflushes, as a query would. Listeners of the
 engine's ``before_cursor_execute``/``after_cursor_execute`` events see the statement and its
@@ -41,6 +42,19 @@ _LAZY = frozenset({"select", "noload", "raise", "raise_on_sql", "dynamic", "writ
 def usable(connection: Connection) -> bool:
     """Whether ``connection`` is one a ``Reader`` reads through: psycopg 3 on PostgreSQL."""
     return connection.dialect.driver == "psycopg"
+
+
+def read(
+    session: Session, reader: Callable[[Dialect], Reader], parameters: dict[str, Any]
+) -> list[list[Any]] | None:
+    """The objects of each row of ``reader(dialect)``'s statement, read in ``session``;
+    None when the ORM must read them instead (not a psycopg connection, or the session
+    holds one of the rows already)."""
+    connection = session.connection()
+    if not usable(connection):
+        return None
+    found = reader(connection.dialect)
+    return found.objects(session, found.rows(session, parameters))
 
 
 @cache

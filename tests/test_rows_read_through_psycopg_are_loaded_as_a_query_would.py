@@ -18,9 +18,10 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Mapped, Session, column_property, mapped_column, reconstructor
 
 import engine
-from engine import batch_admission, clock, db, lease, performance, registry, rows
+from engine import batch_admission, clock, db, lease, performance, registry, rows, testing
 from engine.group_commit import Unit
 from engine.models import Action, Invocation, Performance, Step
+from engine.step_context import StepContext
 from tests.domain import Account, AppBase, Car, Fleet, Van
 
 
@@ -45,6 +46,12 @@ def read(actor: Any) -> int:
 def declare() -> None:
     for cls in (Car, Fleet, Logbook):
         engine.define(cls, "read", read)
+    trip = engine.define(Car, "trip")
+
+    @trip.step
+    def go(car: Car, step: StepContext) -> None:
+        step.do("read")
+        step.do("read")
 
 
 def opened(session: Session, actor: Any) -> int:
@@ -214,6 +221,36 @@ def test_the_actors_an_admission_reads_are_loaded_as_a_query_would(
         read_fleet = next(actor for actor in found if isinstance(actor, Fleet))
         assert [van.id for van in read_fleet.vans] == [1]
         assert not batch.dirty and all(sa_inspect(actor).persistent for actor in found)
+
+
+@pytest.mark.postgresql_only
+def test_the_invocations_and_steps_a_batch_locks_come_with_their_actions_as_a_query_would(
+    session: Session, car: Car
+) -> None:
+    # Given a trip whose body started two children, not yet admitted, and a root to admit
+    engine.later(car, "trip")
+    session.commit()
+    testing.perform_enqueued()  # the trip admitted and its body run: two children invoked
+    engine.later(car, "read")
+    session.commit()
+    ids = sorted(session.scalars(select(Invocation.id).where(Invocation.settled_at.is_(None))))
+    trip_step = session.scalars(select(Step).where(Step.performed_at.is_not(None))).one()
+
+    with db.session() as batch:
+        # When a batch locks them
+        (first, parent), (second, same_parent), (root, none) = batch_admission.lock_all(batch, ids)
+
+        # Then each comes with its parent step's action, one object for both, and a root with none
+        assert [first.id, second.id, root.id] == ids and none is None
+        assert parent is same_parent and parent.id == trip_step.action_id
+        assert columns(first) == columns(session.get(Invocation, first.id))
+        assert columns(parent) == columns(session.get(Action, parent.id))
+        assert not batch.dirty and sa_inspect(first).persistent
+
+        # and the steps a batch concludes come with their actions, locked in id order
+        ((step, action),) = lease.lock_all(batch, [trip_step.id])
+        assert step.id == trip_step.id and action is parent
+        assert columns(step) == columns(session.get(Step, trip_step.id))
 
 
 class Ledger(engine.Actor, AppBase):
