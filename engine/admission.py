@@ -69,7 +69,6 @@ _LOCK = _LOCKED.where(Invocation.id == bindparam("invocation_id"))
 LOCK_ALL = _LOCKED.where(Invocation.id == bindparam("ids", type_=ARRAY(BigInteger)).any_()).order_by(
     Invocation.id
 )
-
 _PARENT = "_stepwise_parent_action"
 
 

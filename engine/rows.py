@@ -4,10 +4,10 @@ The reads a worker makes for nearly every action (a step's lease; in a batch, th
 invocations it admits with their parents' actions, the actors they are on, the steps it
 concludes with their actions, the lanes it locks) cost far more CPU through the ORM than
 through the driver: SQLAlchemy's execution, result and loading layers around a short
-statement. On PostgreSQL a ``Reader`` sends such a statement through psycopg itself and makes the
-objects from each row as loading would: a new instance, its columns set, its identity
-given, persistent and unchanged in the session, its relationships loaded on access as
-usual. A lease cost a thread ~570 µs of CPU so against ~700 µs through the ORM
+statement. On PostgreSQL a ``Reader`` sends such a statement through psycopg itself and
+makes the objects from each row as loading would: a new instance, its columns set, its
+identity given, persistent and unchanged in the session, its relationships loaded on
+access as usual. A lease cost a thread ~570 µs of CPU so against ~700 µs through the ORM
 (``bench/lease.py``).
 
 That is only the same as loading for a class whose loading does nothing but set its
