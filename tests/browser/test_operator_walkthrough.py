@@ -116,6 +116,9 @@ def test_a_failed_tree_shows_its_failure_path_from_the_root_to_the_failing_leaf(
     # And the tree highlights that path, and only it: not read_calendar, which succeeded beside it
     tree = page.get_by_role("region", name="Tree")
     expect(tree.locator("li.tn").first).to_be_visible()
+    # Computed styles are the stylesheet's only once it has loaded: under load the tree
+    # could be read with the browser's default link style (a CI run on 7623d52 did so).
+    page.wait_for_load_state("load")
     nodes = tree.locator("li.tn").evaluate_all(TREE_NODES)
     on_path = [n["label"] for n in nodes if n["onPath"]]
     assert [re.sub(r"#\d+ ", "", label) for label in on_path] == [
