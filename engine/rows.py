@@ -54,7 +54,7 @@ def read(
     if not usable(connection):
         return None
     found = reader(connection.dialect)
-    return found.objects(session, found.rows(session, parameters))
+    return found.objects(session, found.rows(session, connection, parameters))
 
 
 @cache
@@ -103,12 +103,11 @@ class Reader:
         #: Each column's result processor, from the types psycopg reports (first read).
         self.processors: list[Callable[[Any], Any] | None] | None = None
 
-    def rows(self, session: Session, parameters: dict[str, Any]) -> list[list[Any]]:
-        """The statement's rows in ``session``'s transaction, each value as SQLAlchemy would
-        have returned it."""
+    def rows(self, session: Session, connection: Connection, parameters: dict[str, Any]) -> list[list[Any]]:
+        """The statement's rows on ``connection``, ``session``'s, each value as SQLAlchemy
+        would have returned it."""
         if session.autoflush:
             session.flush()  # as a query would: nothing when the session holds no change
-        connection = session.connection()
         binds = self.binds
         values = {
             name: _processed(binds[name], value)
