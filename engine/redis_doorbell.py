@@ -49,8 +49,9 @@ class DoorbellRedisBroker(RedisBroker):
 
     def do_enqueue(self, queue_name: str, *args: Any) -> Any:
         # One round trip: Dramatiq's enqueue script (the arguments its ``_dispatch``
-        # passes), then the ring.
-        bell = doorbell(self.namespace, queue_name)
+        # passes), then the ring. The script is called by its digest alone: a pipeline
+        # given the script object would first ask Redis whether it exists, a second round
+        # trip for every message.
         script_args = [
             "enqueue",
             current_millis(),
@@ -62,8 +63,20 @@ class DoorbellRedisBroker(RedisBroker):
             self._max_unpack_size(),  # type: ignore[no-untyped-call]
             *args,
         ]
+        script = self.scripts["dispatch"]
+        try:
+            return self._enqueue_and_ring(script.sha, queue_name, script_args)
+        except redis.exceptions.NoScriptError:
+            # Redis forgot its scripts (a restart without persistence, SCRIPT FLUSH): the
+            # enqueue did not run, so load the script and send again (the first ring,
+            # if it was made, only costs a consumer one empty fetch).
+            script.sha = self.client.script_load(script.script)
+            return self._enqueue_and_ring(script.sha, queue_name, script_args)
+
+    def _enqueue_and_ring(self, sha: str, queue_name: str, script_args: list[Any]) -> Any:
+        bell = doorbell(self.namespace, queue_name)
         pipeline = self.client.pipeline(transaction=False)
-        self.scripts["dispatch"](keys=[self.namespace], args=script_args, client=pipeline)
+        pipeline.evalsha(sha, 1, self.namespace, *script_args)
         pipeline.lpush(bell, 1)
         pipeline.ltrim(bell, 0, RINGS_KEPT - 1)
         return pipeline.execute()[0]

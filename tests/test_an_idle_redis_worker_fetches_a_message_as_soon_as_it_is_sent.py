@@ -117,3 +117,29 @@ def test_rings_are_capped_while_no_consumer_is_idle(broker: DoorbellRedisBroker,
     with receiving(broker, timeout_ms=1000) as receiver:
         receiver.wait(50, 10.0)
         assert len(receiver.received) == 50
+
+
+def script_exists_calls(client: redis.Redis) -> int:  # type: ignore[type-arg]
+    stats = client.info("commandstats")
+    return int(stats.get("cmdstat_script|exists", {}).get("calls", 0))
+
+
+def test_a_message_is_sent_in_one_round_trip(broker: DoorbellRedisBroker) -> None:
+    # A pipeline holding a registered script asks Redis whether the script exists before
+    # every execute: a second round trip for each message sent.
+    broker.enqueue(a_message())
+    before = script_exists_calls(broker.client)
+    for _ in range(20):
+        broker.enqueue(a_message())
+    assert script_exists_calls(broker.client) == before
+    assert broker.client.llen(f"{broker.namespace}:{QUEUE}") == 21
+
+
+def test_a_message_sent_after_redis_forgot_its_scripts_is_enqueued(broker: DoorbellRedisBroker) -> None:
+    broker.enqueue(a_message())
+    broker.client.script_flush()  # as after a restart of Redis without persistence
+    broker.enqueue(a_message())
+    assert broker.client.llen(f"{broker.namespace}:{QUEUE}") == 2
+    with receiving(broker, timeout_ms=1000) as receiver:
+        receiver.wait(2, 10.0)
+        assert len(receiver.received) == 2
