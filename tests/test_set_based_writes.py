@@ -68,3 +68,23 @@ def test_the_counters_add_up_across_batches(backend: Engine) -> None:
         ({"status": "succeeded"}, 120),
     ]
     assert totals["stepwise_retries_total"] == [({}, 15)]
+
+
+def test_values_beyond_what_a_fast_encoder_takes_arrive_as_given(backend: Engine) -> None:
+    # recordset.dumps encodes with orjson; what it refuses (an integer beyond 64 bits, a
+    # key that is not a string) is encoded by json, as before, rather than failing the batch.
+    cases = [{"big": 2**70, "list": [2**64, -(2**65)]}, {1: "one", "text": "é ✓ \u2028"}]
+    with db.transaction() as session:
+        recordset.insert(session.connection(), EVENTS, [{**rows(1)[0], "data": data} for data in cases])
+    with db.session() as session:
+        stored = session.scalars(select(EVENTS.c.data).order_by(EVENTS.c.id)).all()
+    assert stored[-2:] == [cases[0], {"1": "one", "text": "é ✓ \u2028"}]
+
+
+def test_times_travel_as_postgresql_reads_them(backend: Engine) -> None:
+    at = [datetime(2026, 12, 1, 12), datetime(2026, 12, 1, 12, 0, 0, 7), datetime(1999, 1, 2, 3, 4, 5, 9)]
+    with db.transaction() as session:
+        recordset.insert(session.connection(), EVENTS, [{**rows(1)[0], "at": each} for each in at])
+    with db.session() as session:
+        stored = session.scalars(select(EVENTS.c.at).order_by(EVENTS.c.id)).all()
+    assert stored[-3:] == at
