@@ -8,17 +8,25 @@ the invocations (``concluded_waiters``) and then decrements each step in a state
 own. The guard is the same as ``step.decrement``'s: a step whose counter would go below
 zero is not decremented, and ``NoPendingActions`` says so (the whole transaction is then
 rolled back, the invocations' UPDATE with it).
+
+A worker sends it for nearly every completion, so it goes through psycopg alone where it
+can (engine/rows.py): the steps are made from its rows, and a step the session holds
+already is refreshed in place, as ``populate_existing`` would, since a statement that
+writes cannot be sent a second time through the ORM.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from functools import cache
 from typing import Any
 
-from sqlalchemy import ARRAY, BigInteger, Executable, bindparam, func, select, update
+from sqlalchemy import ARRAY, BigInteger, Select, bindparam, func, select, update
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import ReturningUpdate
 
+from . import rows
 from .errors import NoPendingActions
 from .invocation import Invocation
 from .step import Step
@@ -45,7 +53,10 @@ def _mark_waiters(many: bool) -> ReturningUpdate[Any]:
 _MARK_WAITERS = _mark_waiters(many=False)
 
 
-def _statement() -> Executable:
+def _rows() -> Select[Any]:
+    """The statement's rows: each waiting step's columns (``rows.columns(Step)``) as the
+    decrement left them (NULLs where it was not decremented), its id, how many of its
+    children concluded, and the lowest id of those."""
     steps = Step.__table__.c
     waiters = _mark_waiters(many=True).cte("waiters")
     counts = (
@@ -66,22 +77,28 @@ def _statement() -> Executable:
             + counts.c.waiting_count * bindparam("b_failing"),
             updated_at=bindparam("b_now"),
         )
-        .returning(*steps)
+        .returning(*rows.columns(Step))
         .cte("decremented")
     )
-    rows = (
+    return (
         select(*decremented.c, counts.c.waiting_step_id, counts.c.waiting_count, counts.c.waiting_for)
         .select_from(counts.outerjoin(decremented, decremented.c.id == counts.c.waiting_step_id))
         .order_by(counts.c.waiting_step_id)
-    )
-    return (
-        select(Step, counts.c.waiting_step_id, counts.c.waiting_count, counts.c.waiting_for)
-        .from_statement(rows)
-        .execution_options(populate_existing=True, autoflush=False)
+        .execution_options(autoflush=False)
     )
 
 
-_CONCLUDE_WAITERS = _statement()
+_ROWS = _rows()
+_CONCLUDE_WAITERS = (
+    select(Step, *list(_ROWS.selected_columns)[-3:])
+    .from_statement(_ROWS)
+    .execution_options(populate_existing=True, autoflush=False)
+)
+
+
+@cache
+def _reader(dialect: Dialect) -> rows.Reader:
+    return rows.Reader(_ROWS, dialect, [Step])
 
 
 def conclude_waiters(session: Session, action_id: int, succeeded: bool, now: object) -> list[Step]:
@@ -98,7 +115,12 @@ def conclude_waiters_of(
     parameters = {"b_action_ids": action_ids, "b_now": now, "b_succeeded": succeeded}
     parameters["b_failing"] = 0 if succeeded else 1
     concluded: list[tuple[Step, int]] = []
-    for step, step_id, count, waited_for in session.execute(_CONCLUDE_WAITERS, parameters).all():
+    # Read through psycopg alone where it can be; the statement writes, so steps the
+    # session holds are refreshed in place rather than read again (engine/rows.py).
+    found = rows.read(session, _reader, parameters, refresh=True)
+    if found is None:
+        found = [list(row) for row in session.execute(_CONCLUDE_WAITERS, parameters)]
+    for step, step_id, count, waited_for in found:
         if step is None:
             raise NoPendingActions(f"step {step_id} waits on fewer than {count} children")
         concluded.append((step, waited_for))

@@ -2,25 +2,31 @@
 
 The reads a worker makes for nearly every action (a step's lease; in a batch, the
 invocations it admits with their parents' actions, the actors they are on, the steps it
-concludes with their actions, the lanes it locks) cost far more CPU through the ORM than
-through the driver: SQLAlchemy's execution, result and loading layers around a short
-statement. On PostgreSQL a ``Reader`` sends such a statement through psycopg itself and
-makes the objects from each row as loading would: a new instance, its columns set, its
-identity given, persistent and unchanged in the session, its relationships loaded on
-access as usual. A lease cost a thread ~570 µs of CPU so against ~700 µs through the ORM
-(``bench/lease.py``).
+concludes with their actions, the lanes it locks, the waiting steps it decrements) cost
+far more CPU through the ORM than through the driver: SQLAlchemy's execution, result and
+loading layers around a short statement. On PostgreSQL a ``Reader`` sends such a
+statement through psycopg itself and makes the objects from each row as loading would: a
+new instance, its columns set, its identity given, persistent and unchanged in the
+session, its relationships loaded on access as usual. A lease cost a thread ~570 µs of
+CPU so against ~700 µs through the ORM (``bench/lease.py``). Values selected after the
+classes' columns come with the objects.
 
 That is only the same as loading for a class whose loading does nothing but set its
 columns (``plain``: one table, no eager relationships, no load events) and for rows the
 session does not hold yet: where it holds one, ``read`` returns None and the caller reads
-through the ORM (``populate_existing``), which refreshes the object the session has.
-The session is flushed first when it autoflushes, as a query would. Listeners of the
-engine's ``before_cursor_execute``/``after_cursor_execute`` events see the statement and its
-cursor (statement counts, write counts), with no execution context. A driver error goes
-through SQLAlchemy's own handling: it is raised as a ``DBAPIError``, and a lost connection
-is invalidated, so ``db.retrying`` runs the transaction again as it would for any
-statement. Only psycopg 3 connections are read so (``usable``); others use the ORM.
-Whether a class is plain is decided once per process: classes are configured at import.
+through the ORM (``populate_existing``), which refreshes the object the session has. A
+statement that writes cannot be sent twice, so ``read(..., refresh=True)`` refreshes the
+objects the session holds in place instead, each column's value set as committed, as
+``populate_existing`` does.
+
+The session is flushed first when it autoflushes (unless the statement's ``autoflush``
+option is False), as a query would. Listeners of the engine's ``before_cursor_execute``/
+``after_cursor_execute`` events see the statement and its cursor (statement counts, write
+counts), with no execution context. A driver error goes through SQLAlchemy's own
+handling: it is raised as a ``DBAPIError``, and a lost connection is invalidated, so
+``db.retrying`` runs the transaction again as it would for any statement. Only psycopg 3
+connections are read so (``usable``); others use the ORM. Whether a class is plain is
+decided once per process: classes are configured at import.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from sqlalchemy import Column
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.orm import Mapper, Session, make_transient_to_detached
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.sql import Select
 
 #: Relationship loaders that read nothing when the object is loaded.
@@ -45,16 +52,21 @@ def usable(connection: Connection) -> bool:
 
 
 def read(
-    session: Session, reader: Callable[[Dialect], Reader], parameters: dict[str, Any]
+    session: Session,
+    reader: Callable[[Dialect], Reader],
+    parameters: dict[str, Any],
+    *,
+    refresh: bool = False,
 ) -> list[list[Any]] | None:
     """The objects of each row of ``reader(dialect)``'s statement, read in ``session``;
     None when the ORM must read them instead (not a psycopg connection, or the session
-    holds one of the rows already)."""
+    holds one of the rows already). With ``refresh`` (a statement that writes, which must
+    not run twice) objects the session holds are refreshed in place instead."""
     connection = session.connection()
     if not usable(connection):
         return None
     found = reader(connection.dialect)
-    return found.objects(session, found.rows(session, connection, parameters))
+    return found.objects(session, found.rows(session, connection, parameters), refresh=refresh)
 
 
 @cache
@@ -85,7 +97,8 @@ def columns(cls: type) -> list[Any]:
 
 class Reader:
     """A statement selecting ``columns(cls)`` of each class in ``classes``, in that order
-    (of plain classes), compiled once for ``dialect`` and sent through psycopg."""
+    (of plain classes), then any other values, compiled once for ``dialect`` and sent
+    through psycopg."""
 
     def __init__(self, statement: Select[Any], dialect: Dialect, classes: Sequence[type]) -> None:
         if not all(plain(cls) for cls in classes):
@@ -99,14 +112,16 @@ class Reader:
         self.values = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
         self.mappers: list[Mapper[Any]] = [sa_inspect(cls) for cls in classes]
         self.keys = [[prop.key for prop in mapper.column_attrs] for mapper in self.mappers]
-        self.types = [column.type for cls in classes for column in columns(cls)]
+        self.types = [column.type for column in statement.selected_columns]
+        #: Whether the session is flushed first, as a query would (``autoflush`` option).
+        self.autoflush = statement.get_execution_options().get("autoflush", True)
         #: Each column's result processor, from the types psycopg reports (first read).
         self.processors: list[Callable[[Any], Any] | None] | None = None
 
     def rows(self, session: Session, connection: Connection, parameters: dict[str, Any]) -> list[list[Any]]:
         """The statement's rows on ``connection``, ``session``'s, each value as SQLAlchemy
         would have returned it."""
-        if session.autoflush:
+        if self.autoflush and session.autoflush:
             session.flush()  # as a query would: nothing when the session holds no change
         binds = self.binds
         values = {
@@ -136,12 +151,17 @@ class Reader:
             for row in found
         ]
 
-    def objects(self, session: Session, rows: Sequence[Sequence[Any]]) -> list[list[Any]] | None:
+    def objects(
+        self, session: Session, rows: Sequence[Sequence[Any]], refresh: bool = False
+    ) -> list[list[Any]] | None:
         """The objects of each row (one per class; None for a class whose columns are all
-        NULL, an outer join that found nothing), persistent in ``session``; None when
-        ``session`` holds one of them already (then read them through the ORM)."""
+        NULL, an outer join that found nothing), persistent in ``session``, then the row's
+        other values; None when ``session`` holds one of them already (then read them
+        through the ORM), unless ``refresh``: then that object is refreshed in place, as
+        ``populate_existing`` does."""
         made: list[list[Any]] = []
         seen: dict[Any, Any] = {}  # one instance for a row that two rows name
+        identity_map = session.identity_map
         for row in rows:
             start, objects = 0, []
             for mapper, keys in zip(self.mappers, self.keys, strict=True):
@@ -150,10 +170,17 @@ class Reader:
                 instance = None if all(value is None for value in values) else _instance(mapper, keys, values)
                 if instance is not None:
                     identity = sa_inspect(instance).key
-                    if identity in session.identity_map:
-                        return None
-                    instance = seen.setdefault(identity, instance)
+                    held = identity_map.get(identity)
+                    if held is not None:
+                        if not refresh:
+                            return None
+                        for key, value in zip(keys, values, strict=True):
+                            set_committed_value(held, key, value)
+                        instance = held
+                    else:
+                        instance = seen.setdefault(identity, instance)
                 objects.append(instance)
+            objects.extend(row[start:])
             made.append(objects)
         session.add_all(list(seen.values()))
         return made

@@ -18,7 +18,7 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Mapped, Session, column_property, mapped_column, reconstructor
 
 import engine
-from engine import batch_admission, clock, db, lease, performance, registry, rows, testing
+from engine import batch_admission, clock, concluding, db, lease, performance, registry, rows, testing
 from engine.group_commit import Unit
 from engine.models import Action, Invocation, Performance, Step
 from engine.step_context import StepContext
@@ -250,6 +250,43 @@ def test_the_invocations_and_steps_a_batch_locks_come_with_their_actions_as_a_qu
         # and the steps a batch concludes come with their actions, locked in id order
         ((step, action),) = lease.lock_all(batch, [trip_step.id])
         assert step.id == trip_step.id and action is parent
+        assert columns(step) == columns(session.get(Step, trip_step.id))
+
+
+@pytest.mark.postgresql_only
+def test_a_step_the_session_holds_is_refreshed_in_place_by_a_statement_that_writes(
+    session: Session, car: Car, statements: list[str]
+) -> None:
+    # Given a trip whose body started two children, both admitted and performing
+    engine.later(car, "trip")
+    session.commit()
+    testing.perform_enqueued()  # the trip admitted and its body run: two children invoked
+    children = list(session.scalars(select(Invocation.id).where(Invocation.settled_at.is_(None))))
+    with db.transaction() as own:
+        batch_admission.admit_all(own, [Unit(None, batch_admission.admit_all, tuple(children))])
+    trip_step = session.scalars(select(Step).where(Step.performed_at.is_not(None))).one()
+    first, second = session.scalars(select(Invocation.action_id).where(Invocation.id.in_(children)))
+
+    with db.session() as batch:
+        held = batch.get(Step, trip_step.id)  # the session holds the waiting step
+        assert held is not None and held.pending_actions_count == 2
+        statements.clear()
+
+        # When the first child's waiters are concluded
+        ((step, waited_for),) = concluding.conclude_waiters_of(batch, [first], True, clock.now())
+
+        # Then the statement ran once, and the step held is the one returned, as it left it
+        assert sum("UPDATE stepwise_invocations" in sql for sql in statements) == 1
+        assert step is held and waited_for == first
+        assert step.pending_actions_count == 1 and not batch.dirty
+        batch.commit()
+
+    with db.session() as batch:
+        # and in a session that holds nothing, the second's returns the step as stored
+        ((step, waited_for),) = concluding.conclude_waiters_of(batch, [second], True, clock.now())
+        assert step.pending_actions_count == 0 and sa_inspect(step).persistent and not batch.dirty
+        batch.commit()
+        session.expire_all()
         assert columns(step) == columns(session.get(Step, trip_step.id))
 
 
