@@ -105,8 +105,9 @@ def found_all(session: Session, admissions: Sequence[tuple[Action, Invocation]])
     parameters = (recordset.dumps(rows), recordset.dumps(links), now)
     opened: dict[int, int] = dict(connection.exec_driver_sql(_FOUNDED_SQL, parameters).all())
     for candidate, invocation, values in founded:
-        for name, value in values.items():
-            setattr(candidate, name, value)
+        # Set as loaded, not through the attributes' events: make_transient_to_detached
+        # takes every value as committed anyway (nothing on Action listens to "set").
+        candidate.__dict__.update(values)
         make_transient_to_detached(candidate)
         session.add(candidate)
         for name, value in (("settled_at", now), ("outcome", "admitted"), ("action_id", candidate.id)):

@@ -89,6 +89,12 @@ def of(session: Session, action: Action) -> Performance | None:
 
 
 def lock(session: Session, concurrency_key: str) -> Performance | None:
+    """The lane of ``concurrency_key``, locked; None when it has none. Sent through psycopg
+    alone where it can be, as ``lock_all``'s lanes are: a body that concludes in its own
+    transaction takes it for nearly every action."""
+    found = rows.read(session, _lock_all_reader, {"keys": [concurrency_key]})
+    if found is not None:
+        return found[0][0] if found else None
     return session.scalars(_LOCK, {"key": concurrency_key}).one_or_none()
 
 

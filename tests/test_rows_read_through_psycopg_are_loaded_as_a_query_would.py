@@ -197,6 +197,23 @@ def test_the_lanes_a_batch_locks_are_read_afresh_when_the_session_holds_them(
         assert held.action_id == lane.action_id == session.get(Performance, held.id).action_id  # as stored
 
 
+def test_a_lane_locked_alone_is_loaded_as_a_query_would(session: Session, car: Car) -> None:
+    opened(session, car)
+    key = session.scalars(select(Performance.concurrency_key)).one()
+    with db.session() as batch:
+        assert performance.lock(batch, "no such lane") is None
+        lane = performance.lock(batch, key)
+        assert lane is not None and sa_inspect(lane).persistent and not batch.dirty
+        assert columns(lane) == columns(session.get(Performance, lane.id))
+        moved = lane.action_id + 100
+        batch.commit()  # the lock released
+        batch.get(Performance, lane.id)  # loaded again, unlocked
+        with db.transaction() as own:  # it moves on
+            own.execute(update(Performance).values(action_id=moved))
+        assert performance.lock(batch, key) is lane  # the same object, as stored
+        assert lane.action_id == moved
+
+
 @pytest.mark.postgresql_only
 def test_the_actors_an_admission_reads_are_loaded_as_a_query_would(
     session: Session, car: Car, statements: list[str]
