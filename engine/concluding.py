@@ -18,6 +18,7 @@ writes cannot be sent a second time through the ORM.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -117,9 +118,9 @@ def conclude_waiters_of(
     concluded: list[tuple[Step, int]] = []
     # Read through psycopg alone where it can be; the statement writes, so steps the
     # session holds are refreshed in place rather than read again (engine/rows.py).
-    found = rows.read(session, _reader, parameters, refresh=True)
+    found: Sequence[Sequence[Any]] | None = rows.read(session, _reader, parameters, refresh=True)
     if found is None:
-        found = [list(row) for row in session.execute(_CONCLUDE_WAITERS, parameters)]
+        found = session.execute(_CONCLUDE_WAITERS, parameters).all()
     for step, step_id, count, waited_for in found:
         if step is None:
             raise NoPendingActions(f"step {step_id} waits on fewer than {count} children")

@@ -63,20 +63,19 @@ class DoorbellRedisBroker(RedisBroker):
             self._max_unpack_size(),  # type: ignore[no-untyped-call]
             *args,
         ]
-        script = self.scripts["dispatch"]
         try:
-            return self._enqueue_and_ring(script.sha, queue_name, script_args)
+            return self._enqueue_and_ring(queue_name, script_args)
         except redis.exceptions.NoScriptError:
             # Redis forgot its scripts (a restart without persistence, SCRIPT FLUSH): the
-            # enqueue did not run, so load the script and send again (the first ring,
-            # if it was made, only costs a consumer one empty fetch).
-            script.sha = self.client.script_load(script.script)
-            return self._enqueue_and_ring(script.sha, queue_name, script_args)
+            # enqueue did not run, so load the script (its digest is the same) and send
+            # again (the first ring, if it was made, only costs a consumer one empty fetch).
+            self.client.script_load(self.scripts["dispatch"].script)
+            return self._enqueue_and_ring(queue_name, script_args)
 
-    def _enqueue_and_ring(self, sha: str, queue_name: str, script_args: list[Any]) -> Any:
+    def _enqueue_and_ring(self, queue_name: str, script_args: list[Any]) -> Any:
         bell = doorbell(self.namespace, queue_name)
         pipeline = self.client.pipeline(transaction=False)
-        pipeline.evalsha(sha, 1, self.namespace, *script_args)
+        pipeline.evalsha(self.scripts["dispatch"].sha, 1, self.namespace, *script_args)
         pipeline.lpush(bell, 1)
         pipeline.ltrim(bell, 0, RINGS_KEPT - 1)
         return pipeline.execute()[0]
