@@ -109,7 +109,9 @@ def test_a_bookmarked_preset_means_the_same_span_from_the_moment_it_is_opened(
 
 
 def test_a_custom_from_to_is_shown_as_custom(viewer_client: StudioClient, ages: dict[str, Action]) -> None:
-    cut = (ages["3h"].created_at - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    # (cut on a whole minute, which a datetime-local value shows without seconds; one run
+    # in sixty used to land there by chance)
+    cut = (ages["3h"].created_at - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:00")
     until = (ages["30m"].created_at - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")
 
     page = viewer_client.get(f"/actions/?created_after={cut}&created_before={until}")
@@ -117,9 +119,13 @@ def test_a_custom_from_to_is_shown_as_custom(viewer_client: StudioClient, ages: 
     assert ids_on(page.text) == [ages["3h"].id]
     assert chosen(page.text) == ["custom"]
     # The form's "custom" choice is implied by the from/to: the shareable URL goes without it
+    # (as a datetime-local value: no seconds on a whole minute, and seconds kept otherwise)
     plain = viewer_client.get(f"/actions/?window=custom&created_after={cut}")
     assert plain.status_code == 302
-    assert plain.headers["Location"] == f"/actions/?created_after={cut}"
+    assert plain.headers["Location"] == f"/actions/?created_after={cut.removesuffix(':00')}"
+    with_seconds = cut.removesuffix(":00") + ":07"
+    plain = viewer_client.get(f"/actions/?window=custom&created_after={with_seconds}")
+    assert plain.headers["Location"] == f"/actions/?created_after={with_seconds}"
     assert viewer_client.get("/actions/?window=&status=").headers["Location"] == "/actions/"
 
 
