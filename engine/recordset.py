@@ -67,10 +67,13 @@ def insert(
 def dumps(rows: Sequence[Mapping[str, Any]]) -> str:
     """``rows`` as the one JSON parameter ``json_populate_recordset`` (or ``json_to_recordset``)
     reads. orjson encodes them ~10x faster than ``json`` (3 action rows: 5 µs against 53 µs)
-    and writes times as ``isoformat`` does; what it refuses (an integer beyond 64 bits, a
-    key that is not a string) is encoded by ``json``, as ``json`` would always have."""
+    and writes times as ``isoformat`` does. Its ``OPT_NON_STR_KEYS`` takes the keys ``json``
+    takes: a column's name is a ``str`` subclass when the column is named apart from its
+    attribute (the actions' ``arguments``), which orjson refuses as a key without it. What it
+    still refuses (an integer beyond 64 bits) is encoded by ``json``, as ``json`` would always
+    have."""
     try:
-        return orjson.dumps(rows, default=_json_value).decode()
+        return orjson.dumps(rows, default=_json_value, option=orjson.OPT_NON_STR_KEYS).decode()
     except orjson.JSONEncodeError:
         return json.dumps(rows, default=_json_value)
 
