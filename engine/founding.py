@@ -31,10 +31,11 @@ from datetime import timedelta
 from typing import Any, cast
 
 from sqlalchemy import Table
-from sqlalchemy.orm import Session, make_transient_to_detached
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from . import broker, clock, history, recordset, status
+from . import broker, clock, history, recordset, rows, status
 from .achievement import Achievement
 from .action import Action
 from .invocation import Invocation
@@ -45,6 +46,8 @@ _ACTIONS = cast(Table, Action.__table__)
 _STEPS = cast(Table, Step.__table__)
 _ACHIEVEMENTS = cast(Table, Achievement.__table__)
 _INVOCATIONS = cast(Table, Invocation.__table__)
+#: The identity key of the action whose id is given.
+_IDENTITY = sa_inspect(Action).identity_key_from_primary_key
 #: (column, attribute) of every column the action's INSERT writes but its id.
 _COLUMNS = [
     (column, prop.key)
@@ -92,7 +95,7 @@ def found_all(session: Session, admissions: Sequence[tuple[Action, Invocation]])
         action_id = ids.get(candidate.concurrency_key)
         if action_id is not None:
             founded.append((candidate, invocation, {"id": action_id, **_values(candidate, now)}))
-    rows = [{column.name: values[name] for column, name in _COLUMNS_AND_ID} for _, _, values in founded]
+    actions = [{column.name: values[name] for column, name in _COLUMNS_AND_ID} for _, _, values in founded]
     links = [
         {
             "action_id": values["id"],
@@ -102,14 +105,13 @@ def found_all(session: Session, admissions: Sequence[tuple[Action, Invocation]])
         }
         for candidate, invocation, values in founded
     ]
-    parameters = (recordset.dumps(rows), recordset.dumps(links), now)
+    parameters = (recordset.dumps(actions), recordset.dumps(links), now)
     opened: dict[int, int] = dict(connection.exec_driver_sql(_FOUNDED_SQL, parameters).all())
     for candidate, invocation, values in founded:
-        # Set as loaded, not through the attributes' events: make_transient_to_detached
-        # takes every value as committed anyway (nothing on Action listens to "set").
+        # Set as loaded, not through the attributes' events: they are committed as loaded
+        # values (nothing on Action listens to "set").
         candidate.__dict__.update(values)
-        make_transient_to_detached(candidate)
-        session.add(candidate)
+        rows.persist(session, candidate, _IDENTITY((values["id"],)))
         for name, value in (("settled_at", now), ("outcome", "admitted"), ("action_id", candidate.id)):
             set_committed_value(invocation, name, value)
     action_ids = [ids.get(candidate.concurrency_key) for candidate, _ in admissions]

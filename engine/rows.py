@@ -38,8 +38,8 @@ from typing import Any
 from sqlalchemy import Column
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.orm import Mapper, Session, make_transient_to_detached
-from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm import Mapper, Session
+from sqlalchemy.orm.attributes import instance_state, set_committed_value
 from sqlalchemy.sql import Select
 
 #: Relationship loaders that read nothing when the object is loaded.
@@ -112,6 +112,8 @@ class Reader:
         self.values = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
         self.mappers: list[Mapper[Any]] = [sa_inspect(cls) for cls in classes]
         self.keys = [[prop.key for prop in mapper.column_attrs] for mapper in self.mappers]
+        #: Where each class's primary key columns are among its columns.
+        self.identities = [_identity_of(mapper) for mapper in self.mappers]
         self.types = [column.type for column in statement.selected_columns]
         #: Whether the session is flushed first, as a query would (``autoflush`` option).
         self.autoflush = statement.get_execution_options().get("autoflush", True)
@@ -154,7 +156,7 @@ class Reader:
     def objects(
         self, session: Session, rows: Sequence[Sequence[Any]], refresh: bool = False
     ) -> list[list[Any]] | None:
-        """The objects of each row (one per class; None for a class whose columns are all
+        """The objects of each row (one per class; None for a class whose primary key is
         NULL, an outer join that found nothing), persistent in ``session``, then the row's
         other values; None when ``session`` holds one of them already (then read them
         through the ORM), unless ``refresh``: then that object is refreshed in place, as
@@ -163,13 +165,17 @@ class Reader:
         seen: dict[Any, Any] = {}  # one instance for a row that two rows name
         identity_map = session.identity_map
         for row in rows:
-            start, objects = 0, []
-            for mapper, keys in zip(self.mappers, self.keys, strict=True):
+            start = 0
+            objects: list[Any] = []
+            for mapper, keys, identity_of in zip(self.mappers, self.keys, self.identities, strict=True):
                 values = row[start : start + len(keys)]
                 start += len(keys)
-                instance = None if all(value is None for value in values) else _instance(mapper, keys, values)
-                if instance is not None:
-                    identity = sa_inspect(instance).key
+                identity = identity_of(values)
+                if identity is None:  # an outer join that found nothing
+                    objects.append(None)
+                    continue
+                instance = seen.get(identity)
+                if instance is None:
                     held = identity_map.get(identity)
                     if held is not None:
                         if not refresh:
@@ -178,23 +184,52 @@ class Reader:
                             set_committed_value(held, key, value)
                         instance = held
                     else:
-                        instance = seen.setdefault(identity, instance)
+                        instance = mapper.class_manager.new_instance()
+                        instance.__dict__.update(zip(keys, values, strict=True))
+                    seen[identity] = instance
                 objects.append(instance)
             objects.extend(row[start:])
             made.append(objects)
-        session.add_all(list(seen.values()))
+        for identity, instance in seen.items():
+            if identity not in identity_map:
+                persist(session, instance, identity)
         return made
+
+
+def persist(session: Session, instance: Any, identity: Any) -> None:
+    """``instance``, transient with every column's value in its ``__dict__``, made
+    persistent and unchanged in ``session`` under ``identity`` (an identity key the
+    session does not hold), as loading its row makes an object: its values committed, its
+    relationships loaded when first read, ``loaded_as_persistent`` told. SQLAlchemy's own
+    way there (``make_transient_to_detached``, then ``Session.add``) computes the identity
+    again, marks every relationship expired and walks the save-update cascade: ~4% of a
+    worker's Python under py-spy, for objects that hold no relationship yet."""
+    state = instance_state(instance)
+    if state.modified:  # values set through the attributes (a constructor's)
+        state._commit_all(state.dict)
+    state.key = identity
+    state.identity_token = identity[2]
+    state.session_id = session.hash_key
+    session.identity_map._add_unpresent(state, identity)
+    if session.dispatch.loaded_as_persistent:
+        session.dispatch.loaded_as_persistent(session, state)
+
+
+def _identity_of(mapper: Mapper[Any]) -> Callable[[Sequence[Any]], Any]:
+    """A function from the values of ``mapper``'s columns (in ``column_attrs`` order) to
+    the identity key of their row, None when its primary key is all NULL (no row)."""
+    columns: list[Any] = [prop.columns[0] for prop in mapper.column_attrs]
+    positions = [columns.index(column) for column in mapper.primary_key]
+    cls = mapper._identity_class
+
+    def identity(values: Sequence[Any]) -> Any:
+        key = tuple(values[position] for position in positions)
+        return None if all(value is None for value in key) else (cls, key, None)
+
+    return identity
 
 
 def _processed(process: Callable[[Any], Any] | None, value: Any) -> Any:
     """``value`` through a bind or result processor, as SQLAlchemy does (None included:
     a type may stand for NULL by a value)."""
     return value if process is None else process(value)
-
-
-def _instance(mapper: Mapper[Any], keys: list[str], values: Sequence[Any]) -> Any:
-    """A detached instance of ``mapper`` holding ``values``, as if loaded."""
-    instance = mapper.class_manager.new_instance()
-    instance.__dict__.update(zip(keys, values, strict=True))
-    make_transient_to_detached(instance)
-    return instance
