@@ -6,16 +6,22 @@ without sleeping. Times are naive UTC, on SQLite and PostgreSQL alike.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import time
+from datetime import datetime, timedelta
 
 _frozen: datetime | None = None
 _offset = timedelta()
+_EPOCH = datetime(1970, 1, 1)
 
 
 def now() -> datetime:
+    """The current time, naive UTC (the system's clock, as ``datetime.now(UTC)`` reads it)."""
     if _frozen is not None:
         return _frozen
-    return datetime.now(UTC).replace(tzinfo=None) + _offset
+    # Counted from the epoch: ~0.7 µs against ~1.5 µs for datetime.now(UTC) made naive (an
+    # action reads the clock ~17 times); utcnow() is as fast but deprecated.
+    current = _EPOCH + timedelta(microseconds=time.time_ns() // 1000)
+    return current + _offset if _offset else current
 
 
 def freeze(at: datetime | None = None) -> datetime:
