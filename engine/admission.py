@@ -365,7 +365,7 @@ def lane_actions(session: Session, lane: Performance) -> list[Action]:
     return list(
         session.scalars(
             select(Action)
-            .where(Action.concurrency_key == lane.concurrency_key, Action.status.in_(status.INCOMPLETE))
+            .where(Action.concurrency_key == lane.concurrency_key, Action.status.in_(performance.LIVE))
             .order_by(Action.id)
             .execution_options(populate_existing=True)
         )

@@ -71,12 +71,13 @@ _STEPS = Step.__tablename__
 #: The moves (JSON rows: the action, its concluded step, the index of its next step) and
 #: the time: each step written as succeeded; each action still performing moved to its
 #: next step, opened (as ``step.open_step`` opens one) as its next visit. Returns the
-#: opened steps: their action, their id and their visit.
+#: opened steps: their action, their id and their visit. The actions are reached by key,
+#: whatever PostgreSQL believes of the live rows (engine/recordset.py).
 _ADVANCE_ALL_SQL = f"""
 WITH moving AS (
   SELECT * FROM json_to_recordset(%s::json) AS moving(action_id bigint, step_id bigint, next_index int)
-), now AS (
-  SELECT %s::timestamp AS at
+), now AS MATERIALIZED (
+  SELECT %s::timestamp AS at, '{status.PERFORMING}'::text AS performing
 ), concluded AS (
   UPDATE {_STEPS} AS step
   SET status = '{status.STEP_SUCCEEDED}', completed_at = now.at, updated_at = now.at
@@ -87,7 +88,7 @@ WITH moving AS (
   SET current_step_index = moving.next_index, updated_at = now.at
   FROM moving, now
   WHERE action.id = moving.action_id AND action.id = ANY(ARRAY(SELECT action_id FROM moving))
-    AND action.status = '{status.PERFORMING}'
+    AND action.status = now.performing
   RETURNING action.id, moving.next_index
 ), opened AS (
   INSERT INTO {_STEPS} (action_id, definition_index, status, pending_actions_count,

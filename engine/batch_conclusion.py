@@ -294,20 +294,21 @@ _INCOMPLETE = ", ".join(f"'{name}'" for name in sorted(status.INCOMPLETE))
 #: lane whose completing action was its last incomplete member removed. The lane's members
 #: are read as of the statement's start, when the action is still performing: it is left
 #: out by its id (as in ``performance.closing``). Returns each completed action's id and
-#: its lane's id if the lane was removed.
+#: its lane's id if the lane was removed. Written so that each index it reads is probed by
+#: key, whatever PostgreSQL believes of the live rows (engine/recordset.py).
 _COMPLETED_SQL = f"""
 WITH ending AS (
   SELECT * FROM json_to_recordset(%s::json)
     AS ending(action_id bigint, step_id bigint, lane_id bigint, concurrency_key text, result json)
-), now AS (
-  SELECT %s::timestamp AS at
+), now AS MATERIALIZED (
+  SELECT %s::timestamp AS at, '{status.PERFORMING}'::text AS performing
 ), completed AS (
   UPDATE {_ACTIONS} AS action
   SET status = '{status.SUCCEEDED}', completed_at = now.at, updated_at = now.at,
       result = COALESCE(ending.result, action.result)
   FROM ending, now
   WHERE action.id = ending.action_id AND action.id = ANY(ARRAY(SELECT action_id FROM ending))
-    AND action.status = '{status.PERFORMING}'
+    AND action.status = now.performing
   RETURNING action.id, ending.lane_id, ending.concurrency_key
 ), stepped AS (
   UPDATE {_STEPS} AS step
@@ -316,12 +317,14 @@ WITH ending AS (
   FROM ending, now
   WHERE step.id = ending.step_id AND step.id = ANY(ARRAY(SELECT step_id FROM ending))
 ), closed AS (
-  DELETE FROM {_LANES} AS lane USING completed
-  WHERE lane.id = completed.lane_id AND NOT EXISTS (
-    SELECT FROM {_ACTIONS} AS member
+  DELETE FROM {_LANES} AS lane
+  USING completed LEFT JOIN LATERAL (
+    SELECT member.id FROM {_ACTIONS} AS member
     WHERE member.concurrency_key = completed.concurrency_key
       AND member.status IN ({_INCOMPLETE}) AND member.id <> completed.id
-  )
+    ORDER BY member.id LIMIT 1
+  ) AS other ON true
+  WHERE lane.id = completed.lane_id AND other.id IS NULL
   RETURNING lane.id
 )
 SELECT completed.id, closed.id FROM completed LEFT JOIN closed ON closed.id = completed.lane_id"""

@@ -12,6 +12,8 @@ import functools
 from sqlalchemy import (
     CTE,
     BigInteger,
+    BindParameter,
+    ColumnElement,
     Executable,
     Index,
     Insert,
@@ -162,11 +164,19 @@ def upcoming(session: Session, concurrency_key: str | None, completing_id: int) 
     return session.scalars(_UPCOMING, {"key": concurrency_key, "completing_id": completing_id}).one()
 
 
+#: The statuses of a lane's live members, written into the statement's text rather than sent
+#: as parameters: PostgreSQL can then serve it with the lane index (``ix_stepwise_actions_lane``,
+#: whose predicate is on these statuses) in the plan it keeps for a prepared statement, where
+#: with parameters it read every action the key ever had (20,000 rows, for one live).
+LIVE: BindParameter[list[str]] = bindparam(
+    "live_statuses", sorted(status.INCOMPLETE), expanding=True, literal_execute=True
+)
+
 _UPCOMING = (
     select(Action)
     .where(
         Action.concurrency_key == bindparam("key"),
-        Action.status.in_(status.INCOMPLETE),
+        Action.status.in_(LIVE),
         Action.id != bindparam("completing_id"),
     )
     .order_by(Action.id)
@@ -188,16 +198,30 @@ def close_if_empty(session: Session, lane: Performance, completing_id: int) -> b
 
 
 _members = Action.__table__.c
+
+
+def _no_other_member(key: str, completing_id: str) -> ColumnElement[bool]:
+    """True when the lane keyed by the parameter ``key`` has no incomplete member but the
+    parameter ``completing_id``: its first other member by id is none, which only a probe of
+    the lane index by key returns without sorting, whatever PostgreSQL believes of the live
+    rows (engine/recordset.py; an EXISTS would drop the order)."""
+    first = (
+        select(_members.id)
+        .where(
+            _members.concurrency_key == bindparam(key),
+            _members.status.in_(LIVE),
+            _members.id != bindparam(completing_id),
+        )
+        .order_by(_members.id)
+        .limit(1)
+        .scalar_subquery()
+    )
+    return first.is_(None)
+
+
 _CLOSE = (
     delete(Performance)
-    .where(
-        Performance.id == bindparam("lane_id"),
-        ~exists().where(
-            _members.concurrency_key == bindparam("key"),
-            _members.status.in_(status.INCOMPLETE),
-            _members.id != bindparam("completing_id"),
-        ),
-    )
+    .where(Performance.id == bindparam("lane_id"), _no_other_member("key", "completing_id"))
     .returning(Performance.__table__.c.id)
 )
 
@@ -221,11 +245,7 @@ def closing(guarded: Update, also: CTE | None = None) -> Executable:
         .where(
             Performance.id == bindparam("c_lane_id"),
             exists(select(completed.c.id)),
-            ~exists().where(
-                _members.concurrency_key == bindparam("c_key"),
-                _members.status.in_(status.INCOMPLETE),
-                _members.id != bindparam("c_completing_id"),
-            ),
+            _no_other_member("c_key", "c_completing_id"),
         )
         .returning(Performance.__table__.c.id)
         .cte("closed")

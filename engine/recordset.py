@@ -18,6 +18,20 @@ statements' time. A statement that joins recordset rows to a table by key theref
 names the keys as an array, ``id = ANY(ARRAY(SELECT id FROM rows))``, which PostgreSQL
 estimates at 10 and reaches through the index
 (tests/test_batch_statements_reach_their_rows_by_key_in_large_tables.py).
+
+The partial indexes of live rows (pending and performing actions, one performing action per
+lane) hold a few rows among millions, and how many swings with the load. PostgreSQL takes
+their size from the last VACUUM or ANALYZE: taken when nothing was live, it holds them for
+empty however full a burst of work makes them, and then finds reading one whole as cheap as
+probing it by key. At 1,000,000 actions of history (``bench/growth.py``) a batch's
+completing statement read the performing-action index whole for its actions, and the lane
+index whole for each action it completed (5,600 live rows a time: 15,900 buffers a call,
+PostgreSQL's CPU per action up 80%). So a statement that finds actions by key and checks
+that they are performing compares their status with a value of a ``MATERIALIZED`` CTE, which
+the planner cannot see, so no partial index on the status can serve it and the primary key
+does; and one that looks for another live member of a lane asks for the first by id
+(``ORDER BY id LIMIT 1`` in a ``LATERAL`` join), which only a probe of the lane index by key
+returns without sorting.
 """
 
 from __future__ import annotations
