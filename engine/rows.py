@@ -163,6 +163,7 @@ class Reader:
         ``populate_existing`` does."""
         made: list[list[Any]] = []
         seen: dict[Any, Any] = {}  # one instance for a row that two rows name
+        new: list[tuple[Any, Any]] = []  # attached once every row is read (or none, if one is held)
         identity_map = session.identity_map
         for row in rows:
             start = 0
@@ -186,13 +187,13 @@ class Reader:
                     else:
                         instance = mapper.class_manager.new_instance()
                         instance.__dict__.update(zip(keys, values, strict=True))
+                        new.append((instance, identity))
                     seen[identity] = instance
                 objects.append(instance)
             objects.extend(row[start:])
             made.append(objects)
-        for identity, instance in seen.items():
-            if identity not in identity_map:
-                persist(session, instance, identity)
+        for instance, identity in new:
+            persist(session, instance, identity)
         return made
 
 
@@ -218,13 +219,12 @@ def persist(session: Session, instance: Any, identity: Any) -> None:
 def _identity_of(mapper: Mapper[Any]) -> Callable[[Sequence[Any]], Any]:
     """A function from the values of ``mapper``'s columns (in ``column_attrs`` order) to
     the identity key of their row, None when its primary key is all NULL (no row)."""
-    columns: list[Any] = [prop.columns[0] for prop in mapper.column_attrs]
-    positions = [columns.index(column) for column in mapper.primary_key]
-    cls = mapper._identity_class
+    order = columns(mapper.class_)
+    positions = [order.index(column) for column in mapper.primary_key]
 
     def identity(values: Sequence[Any]) -> Any:
         key = tuple(values[position] for position in positions)
-        return None if all(value is None for value in key) else (cls, key, None)
+        return None if all(value is None for value in key) else mapper.identity_key_from_primary_key(key)
 
     return identity
 
