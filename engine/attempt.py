@@ -31,10 +31,12 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from . import clock
 from .db import Base, Id
-from .errors import ArgumentError
+from .errors import ActorNotFound, ArgumentError, DefinitionChanged, UnknownAction
 
 if TYPE_CHECKING:
+    from .action import Action
     from .definition import Definition
+    from .step import Step
 
 #: The longest progress text a heartbeat may report.
 PROGRESS_LENGTH = 200
@@ -140,6 +142,14 @@ def _duration(name: str, value: timedelta | float | None) -> timedelta | None:
     if duration <= timedelta():
         raise ArgumentError(f"{name} must be positive, not {value!r}")
     return duration
+
+
+def durable(action: Action, step: Step) -> bool:
+    """Whether the step declares durable attempts (read from the code: no query)."""
+    try:
+        return options_of(action.definition, step.definition_index) is not None
+    except (ActorNotFound, DefinitionChanged, UnknownAction):
+        return False  # its body fails it as gone
 
 
 def options_of(definition: Definition, index: int) -> Options | None:

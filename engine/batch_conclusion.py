@@ -272,6 +272,7 @@ def _record(session: Session, ending: _Ending, now: Any, completed: bool) -> Non
     for callback in ending.after_commit:
         broker.after_commit(session, callback)
     written = {"status": status.STEP_SUCCEEDED, "completed_at": now, "retry_at": None, "updated_at": now}
+    written["leased_until"] = None
     mark_written(step, {**written, "performed_at": step.performed_at or now, "result": ending.result})
     history.record(session, action, "step_concluded", step_id=step.id, status=step.status)
     if not completed:
@@ -313,7 +314,7 @@ WITH ending AS (
 ), stepped AS (
   UPDATE {_STEPS} AS step
   SET status = '{status.STEP_SUCCEEDED}', performed_at = COALESCE(step.performed_at, now.at),
-      completed_at = now.at, retry_at = NULL, result = ending.result, updated_at = now.at
+      completed_at = now.at, retry_at = NULL, leased_until = NULL, result = ending.result, updated_at = now.at
   FROM ending, now
   WHERE step.id = ending.step_id AND step.id = ANY(ARRAY(SELECT step_id FROM ending))
 ), closed AS (

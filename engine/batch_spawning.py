@@ -64,6 +64,7 @@ def spawn_all(
             outcome.context._recorded(invocations)
             # The statement wrote these already: the session holds them as stored.
             written = {"result": outcome.result_json, "decision": None, "retry_at": None}
+            written["leased_until"] = None
             counted = {"pending_actions_count": step.pending_actions_count}
             mark_written(step, {**written, **counted, "performed_at": now, "updated_at": now})
     return {id(unit) for unit, *_ in spawning}
@@ -126,7 +127,7 @@ WITH requested AS (
   SELECT * FROM json_to_recordset(%s::json) AS body(id bigint, result json, children integer)
 ), performed AS (
   UPDATE {Step.__tablename__} AS step
-  SET result = body.result, decision = NULL, performed_at = now.at, retry_at = NULL,
+  SET result = body.result, decision = NULL, performed_at = now.at, retry_at = NULL, leased_until = NULL,
       pending_actions_count = step.pending_actions_count + body.children, updated_at = now.at
   FROM body, (SELECT %s::timestamp AS at) AS now
   WHERE step.id = body.id AND step.id = ANY(ARRAY(SELECT id FROM body))

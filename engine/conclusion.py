@@ -71,7 +71,7 @@ def conclude_body(session: Session, step_id: int, outcome: Outcome, *, leased: b
             action.arguments_json = outcome.arguments_json
             action.__dict__.pop("_arguments", None)
     step.performed_at = clock.now()
-    step.retry_at = None
+    step.retry_at = step.leased_until = None  # the body's claim ends with its outcome
     if error is not None:
         step.pending_actions_count = 0
         step.status = status.STEP_FAILED
@@ -97,4 +97,5 @@ def schedule_retry(session: Session, step: Step, action: Action, error: BaseExce
     )
     step.attempt += 1
     step.resend_count, step.next_sweep_at = 0, None  # progress: the sweeper counts afresh
+    step.leased_until = None  # the next attempt is claimed afresh (engine/claiming.py)
     broker.enqueue(session, broker.PERFORM_STEP, step.id, delay=interval)

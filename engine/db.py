@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import BigInteger, Integer, MetaData, create_engine, event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, SessionTransaction, mapped_column, sessionmaker
 
@@ -151,8 +151,32 @@ def count_writes(engine: Engine) -> None:
 
 
 def writes(s: Session) -> int:
-    """How many writing statements the connection of ``s``'s transaction has run so far."""
-    return int(s.connection().info.get(_WRITES_COUNT, 0))
+    """How many writing statements ``s``'s transaction has run so far: 0 before it touched
+    the database (asking does not begin one: a claimed step's body that reads nothing
+    runs with no transaction at all, engine/claiming.py)."""
+    begun = s.info.get(_BEGUN)
+    if begun is None:
+        return 0
+    connection: Connection
+    before: int
+    connection, before = begun
+    return int(connection.info.get(_WRITES_COUNT, 0)) - before
+
+
+_BEGUN = "stepwise.begun"
+
+
+@event.listens_for(Session, "after_begin")
+def _count_from_begin(s: Session, transaction: SessionTransaction, connection: Any) -> None:
+    # The connection's count runs on across transactions (the pool keeps it): count from here.
+    if not transaction.nested and _BEGUN not in s.info:
+        s.info[_BEGUN] = (connection, int(connection.info.get(_WRITES_COUNT, 0)))
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _forget_begin(s: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None and not transaction.nested:
+        s.info.pop(_BEGUN, None)
 
 
 def lock_for_write(s: Session) -> None:

@@ -197,6 +197,28 @@ class Reader:
         return made
 
 
+def copies(session: Session, instances: Sequence[Any]) -> list[Any]:
+    """Copies of ``instances`` (objects of plain classes, loaded in another session, each
+    column's value held; None stays None) persistent and unchanged in ``session``, which
+    holds none of their rows: that session's own objects, made with no statement."""
+    made: list[Any] = []
+    for instance in instances:
+        if instance is None:
+            made.append(None)
+            continue
+        state = instance_state(instance)
+        copy = state.manager.new_instance()
+        copy.__dict__.update((key, state.dict[key]) for key in _keys(state.mapper))
+        persist(session, copy, state.key)
+        made.append(copy)
+    return made
+
+
+@cache
+def _keys(mapper: Mapper[Any]) -> list[str]:
+    return [prop.key for prop in mapper.column_attrs]
+
+
 def persist(session: Session, instance: Any, identity: Any) -> None:
     """``instance``, transient with every column's value in its ``__dict__``, made
     persistent and unchanged in ``session`` under ``identity`` (an identity key the

@@ -144,6 +144,8 @@ def fail_action(
         ).one_or_none()
         if step is None or (unperformed and step.performed_at is not None):
             return False
+        if step.leased_until is not None and step.leased_until > clock.now():
+            return False  # a live worker claimed it (engine/claiming.py)
         if unsent_job and step.job_sent_at is not None:
             return False
     completion = complete_action(session, action, status.FAILED, cause=history.SWEEPER, error=error)

@@ -26,6 +26,7 @@ from sqlalchemy import (
     bindparam,
     insert,
     inspect,
+    or_,
     select,
     text,
     update,
@@ -105,6 +106,11 @@ class Step(Timestamps, Base):
     #: The body's decision, when it took one: ``{"go_to": name}``, ``{"finish": true}`` or
     #: ``{"fail": reason}`` (NULL: the next step).
     decision: Mapped[dict[str, Any] | None] = mapped_column(JSON, sort_order=2)
+    # Declared after the timestamps, where migration 0013 added it.
+    #: Until when a worker that claimed the step runs its body (engine/claiming.py): no
+    #: other runs it, the sweeper does not send it again and a completion of its action
+    #: leaves it to that body's outcome. NULL, or past: nobody holds it.
+    leased_until: Mapped[datetime | None] = mapped_column(sort_order=3)
 
     action: Mapped[Action] = relationship(back_populates="steps", viewonly=True)
     actions: Mapped[list[Action]] = relationship(
@@ -231,17 +237,26 @@ def close_unperformed(session: Session, action_id: int) -> None:
     """A step whose body has not run when its action completes never will: close it, so no
     step is left open (steps already waiting on children close when those conclude).
 
-    A step whose body is running holds its lease (its row lock) and is skipped, not waited
-    for: this runs under the lane's lock, and the body's outcome, recorded later under the
+    A step whose body is running holds its lease (its row lock, or a live claim) and is
+    skipped, not waited for: this runs under the lane's lock, and the body's outcome, recorded later under the
     same lock, closes its step itself. Waiting here would hold the lane for the body's
     whole run, and deadlock when the body waits for this completion (a webhook)."""
     session.execute(_CLOSE_UNPERFORMED, {"b_action_id": action_id, "b_now": clock.now()})
 
 
+def unclaimed(now: Any) -> Any:
+    """The condition that no worker's claim on the step is live at ``now``
+    (engine/claiming.py): nobody runs its body."""
+    return or_(Step.leased_until.is_(None), Step.leased_until <= now)
+
+
 _unperformed = (
     select(Step.id)
     .where(
-        Step.action_id == bindparam("b_action_id"), Step.performed_at.is_(None), Step.completed_at.is_(None)
+        Step.action_id == bindparam("b_action_id"),
+        Step.performed_at.is_(None),
+        Step.completed_at.is_(None),
+        unclaimed(bindparam("b_now")),
     )
     .with_for_update(skip_locked=True)
 )

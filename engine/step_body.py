@@ -1,10 +1,12 @@
 """Step bodies: running a step's user code once, recording its children or its failure,
 retrying it by policy, and sending ready bodies to workers.
 
-A body runs holding its step's row lock (its lease) and nothing else: no lane or action
-lock that an outside completion, a timeout or a cancel needs, so user code never sits in a
-lock cycle. Its outcome is recorded under the lane's lock afterwards. A redelivered message
-finds ``performed_at`` set, or the lease taken, and does nothing.
+A body runs holding its step's lease and nothing else: no lane or action lock that an
+outside completion, a timeout or a cancel needs, so user code never sits in a lock cycle.
+The lease is a claim committed in the process's shared batch while batches are being
+written (engine/claiming.py), else the step's row lock, held by a transaction of its own
+that records the outcome too. The outcome is recorded under the lane's lock afterwards. A
+redelivered message finds ``performed_at`` set, or the lease taken, and does nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from . import (
     batch_admission,
     batch_conclusion,
     broker,
+    claiming,
     clock,
     db,
     group_commit,
@@ -122,7 +125,47 @@ def _admit_here(invocation_ids: list[int]) -> list[int]:
 
 def _run_step(step_id: int, guess: ActorRef | None) -> tuple[list[int], list[int], ActorRef | None]:
     """Run a step's body: the steps it made ready, the invocations it made due, and the
-    reference of its actor (else ``guess``, for the next)."""
+    reference of its actor (else ``guess``, for the next). The step is claimed in this
+    process's next batch (engine/claiming.py) when ``claims()``; one that is not claimed
+    runs, if it is to run at all, under its row lock."""
+    claim = group_commit.run_together(claiming.claim_all, step_id)[0] if claims() else None
+    if claim is None:
+        return _run_leased(step_id, guess)
+    with claiming.keeper.holding(claim):
+        return _run_claimed(claim)
+
+
+def claims() -> bool:
+    """Whether a worker claims a step in its process's next batch before running its body:
+    while batches are being written, where the claim costs a share of one. With none, the
+    step's row lock taken in a transaction of its own, which records the outcome too,
+    costs one transaction where a claim and a conclusion would cost two."""
+    return not group_commit.shared().idle()
+
+
+def _run_claimed(claim: claiming.Claim) -> tuple[list[int], list[int], ActorRef | None]:
+    """Run a claimed step's body in a session made from the rows its claim read: with no
+    transaction unless the body touches the database. A body that wrote commits its outcome
+    with its writes; any other outcome goes to the next batch."""
+    step_id, actor = claim.step.id, (claim.action.actor_type, claim.action.actor_id)
+    admissions: list[int] = []
+    with db.session() as session, broker.admitting_here(session, admissions):
+        step, action, row = claim.into(session)
+
+        def in_own_session(session: Session) -> Outcome | None:
+            outcome = _run(session, step, action, row)
+            if outcome.error is None and outcome.wrote:
+                conclude_body(session, step_id, outcome)  # under the step's row lock
+                return None
+            return outcome
+
+        outcome = _attempt_body(session, in_own_session)
+        ready = broker.ready(session)[:]
+    return _concluded(step_id, outcome, ready, admissions, actor)
+
+
+def _run_leased(step_id: int, guess: ActorRef | None) -> tuple[list[int], list[int], ActorRef | None]:
+    """Run a step's body holding its row lock, if it is to run (``perform``)."""
     seen: list[ActorRef] = []
 
     def in_own_session(session: Session) -> Outcome | None:
@@ -138,7 +181,14 @@ def _run_step(step_id: int, guess: ActorRef | None) -> tuple[list[int], list[int
     with db.session() as session, broker.admitting_here(session, admissions):
         outcome = _attempt_body(session, in_own_session)
         ready = broker.ready(session)[:]
-    actor = seen[-1] if seen else guess
+    return _concluded(step_id, outcome, ready, admissions, seen[-1] if seen else guess)
+
+
+def _concluded(
+    step_id: int, outcome: Outcome | None, ready: list[int], admissions: list[int], actor: ActorRef | None
+) -> tuple[list[int], list[int], ActorRef | None]:
+    """What a body's run made ready and due, its outcome (unless recorded with its
+    writes) concluded in this process's next batch."""
     if outcome is None:
         return ready, admissions, actor
     _, more, due = group_commit.run_together(batch_conclusion.conclude_all, (step_id, outcome))
@@ -169,6 +219,8 @@ def _record_unhandled(step_id: int, error: BaseException) -> None:
 def record_unhandled(session: Session, step_id: int, error: BaseException) -> None:
     step = session.get(Step, step_id)
     action = session.get(Action, step.action_id) if step is not None else None
+    if step is not None and step.performed_at is None:
+        step.leased_until = None  # a message retried runs it at once (engine/claiming.py)
     if action is not None:
         action.record_error(error)
         history.record(session, action, "step_errored", step_id=step_id, **error_data(error))
@@ -187,6 +239,8 @@ def perform(
         seen.append((action.actor_type, action.actor_id))
     if step.performed_at is not None or step.status != status.STEP_PERFORMING:
         return None  # a redelivered message: the body already ran
+    if step.leased_until is not None and step.leased_until > clock.now():
+        return None  # another worker claimed it and runs it (engine/claiming.py)
     if action.status != status.PERFORMING:
         close_unperformed(step)  # completed meanwhile: cancelled, timed out, from outside
         return None
@@ -194,10 +248,16 @@ def perform(
         # Early (another host's clock is ahead): come back when the attempt is due.
         broker.enqueue(session, broker.PERFORM_STEP, step.id, delay=step.retry_at - clock.now())
         return None
-    if durable(action, step):
+    if attempt.durable(action, step):
         # Its attempts are durable: engine/durable.py records each start before the body runs.
         broker.enqueue(session, broker.PERFORM_ATTEMPT, step.id)
         return None
+    return _run(session, step, action, actor)
+
+
+def _run(session: Session, step: Step, action: Action, actor: Any) -> Outcome:
+    """Run the body of ``step``, which is to run, with ``actor`` (its row read afresh in
+    this transaction, or None: read it now)."""
     context = StepContext(session, step, action)
     try:
         body, actor = step_function(action, step), action.read_afresh(actor)
@@ -218,14 +278,6 @@ def _lease(session: Session, step_id: int, guess: ActorRef | None) -> tuple[Any,
         return None, None, None
     step, action, actor = row
     return step, action, actor if (action.actor_type, action.actor_id) == guess else None
-
-
-def durable(action: Action, step: Step) -> bool:
-    """Whether the step declares durable attempts (read from the code: no query)."""
-    try:
-        return attempt.options_of(action.definition, step.definition_index) is not None
-    except (ActorNotFound, DefinitionChanged, UnknownAction):
-        return False  # perform fails it as gone
 
 
 def run_body(

@@ -36,7 +36,7 @@ from . import attempt, broker, bulk_work, clock, db, history, inbox, registry, s
 from .action import Action
 from .errors import Stalled
 from .invocation import Invocation
-from .step import Step, job_sent
+from .step import Step, job_sent, unclaimed
 from .step_body import dispatch_ready
 
 log = logging.getLogger("stepwise")
@@ -263,6 +263,7 @@ def _steps(sweep: _Sweep) -> None:
         Step.created_at < sweep.cutoff,
         # Opened and never run, or a retry whose message did not come.
         or_(Step.retry_at.is_(None), Step.retry_at < sweep.cutoff),
+        unclaimed(sweep.now),  # else a live worker runs it (engine/claiming.py)
     )
     for step, action in rows:
         if sweep.resend(step):

@@ -98,8 +98,11 @@ def wait_for(ready: Callable[[], bool], what: str, seconds: float = 30.0) -> Non
 
 def worker_env(database_url: str, server: BrokerServer) -> dict[str, str]:
     """This environment with the run's database and broker, and no other broker's URL
-    (``engine.broker.from_environment`` prefers ``REDIS_URL``)."""
+    (``engine.broker.from_environment`` prefers ``REDIS_URL``). A killed worker's claims
+    lapse after 5 s (engine/claiming.py), so that its steps are sent again within a
+    test's time; the workers' keepers extend the claims of their bodies that run longer."""
     env = {name: value for name, value in os.environ.items() if name not in ("REDIS_URL", "RABBITMQ_URL")}
+    env.setdefault("STEPWISE_LEASE_SECONDS", "5")
     return {**env, "DATABASE_URL": database_url, server.variable: server.url, "PYTHONUNBUFFERED": "1"}
 
 
