@@ -105,8 +105,16 @@ def _insert(
 _INVOCATIONS = cast(Table, Invocation.__table__)
 #: The columns an invocation's request sets (``invocation.request``; a wait's ``due_at``), by
 #: column name and attribute key.
-_REQUESTED = ("kind", "actor_type", "actor_id", "name", "arguments_json", "parent_step_id", "created_at",
-              "due_at")
+_REQUESTED = (
+    "kind",
+    "actor_type",
+    "actor_id",
+    "name",
+    "arguments_json",
+    "parent_step_id",
+    "created_at",
+    "due_at",
+)
 _COLUMNS = [(column.name, key) for key, column in sa_inspect(Invocation).columns.items() if key in _REQUESTED]
 _NAMES = ", ".join(name for name, _ in _COLUMNS)
 _ROW = ", ".join(f"request.{name}" for name, _ in _COLUMNS)

@@ -36,14 +36,16 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ARRAY, BigInteger, bindparam, exists, or_, select, update
+from sqlalchemy import ARRAY, BigInteger, bindparam, select, update
 from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
-from . import attempt, clock, db, lease, registry, rows, status
+from . import attempt, clock, db, registry, rows, status
 from .action import Action
 from .group_commit import Unit
-from .step import Step, unclaimed
+from .step import Step
 
 log = logging.getLogger("stepwise")
 
@@ -70,29 +72,63 @@ class Claim:
 def claim_all(session: Session, units: Sequence[Unit[Any]]) -> None:
     """Claim the step each unit's ``item`` names, until ``LEASE_TIME`` from now: each
     unit's result is its ``Claim``, or None when the step is not claimed (see the module's
-    doc). A step named twice is claimed for the first unit only."""
+    doc). A step named twice is claimed for the first unit only.
+
+    The steps are read with their actions and locked in id order, skipping those another
+    transaction locks; which of them may be claimed is decided here, on the rows as
+    locked, and one statement claims those by key. Every statement reaches its rows
+    through the primary key: a condition on the step's state in SQL let the planner start
+    from the partial index of unperformed steps, or from the performing actions, and read
+    thousands of rows a call when statistics said there were none (engine/recordset.py)."""
     now = clock.now()
-    ids = sorted({unit.item for unit in units})
-    statement = _claim(session.get_bind().dialect.name)
-    claimed = list(session.scalars(statement, {"ids": ids, "now": now, "until": now + LEASE_TIME}))
-    found = {step.id: (step, action) for step, action in _read(session, sorted(claimed))} if claimed else {}
-    durable = sorted(step_id for step_id, (step, action) in found.items() if attempt.durable(action, step))
-    if durable:  # engine/durable.py runs those, under the row lock
-        session.execute(_release(session.get_bind().dialect.name), {"ids": durable})
-        for step_id in durable:
-            del found[step_id]
-    actors = _actors(session, [action for _, action in found.values()])
+    found = {
+        step.id: (step, action) for step, action in _lock(session, sorted({unit.item for unit in units}))
+    }
+    claimed = {step_id: row for step_id, row in found.items() if _claimable(*row, now)}
+    if claimed:
+        until = now + LEASE_TIME
+        session.execute(_leased(session.get_bind().dialect.name), {"ids": sorted(claimed), "until": until})
+        for step, _ in claimed.values():
+            set_committed_value(step, "leased_until", until)
+    actors = _actors(session, [action for _, action in claimed.values()])
     for unit in units:
-        row = found.pop(unit.item, None)
+        row = claimed.pop(unit.item, None)
         unit.result = None if row is None else Claim(*row, actors.get(row[1].id))
 
 
-def _read(session: Session, ids: list[int]) -> list[Any]:
-    """The steps ``ids`` (locked by this transaction already) with their actions, read afresh."""
+def _claimable(step: Step, action: Action, now: datetime) -> bool:
+    """Whether the step may be claimed: the common case only (see the module's doc)."""
+    return (
+        step.performed_at is None
+        and step.completed_at is None
+        and step.status == status.STEP_PERFORMING
+        and (step.retry_at is None or step.retry_at <= now)
+        and (step.leased_until is None or step.leased_until <= now)
+        and action.status == status.PERFORMING
+        and not attempt.durable(action, step)  # engine/durable.py runs those, under the row lock
+    )
+
+
+def _lock(session: Session, ids: list[int]) -> list[Any]:
+    """The steps ``ids`` with their actions, read afresh, locked in id order, without those
+    another transaction locks (SQLite: under the batch's write lock)."""
     if session.get_bind().dialect.name == "postgresql":
-        return lease.lock_all(session, ids)
-    statement = select(Step, Action).join(Action, Action.id == Step.action_id).where(Step.id.in_(ids))
-    return list(session.execute(statement.execution_options(populate_existing=True)).all())
+        found = rows.read(session, _lock_reader, {"ids": ids}, refresh=True)
+        if found is not None:
+            return found
+    named = _named_in(session.get_bind().dialect.name)
+    statement = select(Step, Action).join(Action, Action.id == Step.action_id).where(named)
+    statement = statement.order_by(Step.id).with_for_update(of=Step, skip_locked=True)
+    return list(session.execute(statement.execution_options(populate_existing=True), {"ids": ids}).all())
+
+
+@cache
+def _lock_reader(dialect: Dialect) -> rows.Reader:
+    statement: Any = select(*rows.columns(Step), *rows.columns(Action))
+    statement = statement.join_from(Step, Action, Action.id == Step.action_id).where(_named_in(dialect.name))
+    return rows.Reader(
+        statement.order_by(Step.id).with_for_update(of=Step, skip_locked=True), dialect, [Step, Action]
+    )
 
 
 def _actors(session: Session, actions: list[Action]) -> dict[int, Any]:
@@ -115,48 +151,14 @@ def _actors(session: Session, actions: list[Action]) -> dict[int, Any]:
 
 
 @cache
-def _claim(dialect: str) -> Any:
-    """The statement claiming the steps ``ids`` that may be claimed at ``now`` until
-    ``until``, skipping rows another transaction locks: the ids claimed."""
-    now: Any = bindparam("now")
-    performing = exists().where(Action.id == Step.action_id, Action.status == status.PERFORMING)
-    candidates = (
-        select(Step.id)
-        .where(
-            _named(dialect),
-            Step.performed_at.is_(None),
-            Step.completed_at.is_(None),
-            Step.status == status.STEP_PERFORMING,
-            or_(Step.retry_at.is_(None), Step.retry_at <= now),
-            unclaimed(now),
-            performing,
-        )
-        .with_for_update(of=Step, skip_locked=True)
-    )
+def _leased(dialect: str) -> Any:
+    """The statement that sets the claims of the steps ``ids`` (locked) to ``until``."""
     return (
         update(Step)
-        .where(Step.id.in_(candidates))
+        .where(_named_in(dialect))
         .values(leased_until=bindparam("until"))
-        .returning(Step.id)
         .execution_options(synchronize_session=False)
     )
-
-
-@cache
-def _release(dialect: str) -> Any:
-    """The statement that gives up the claims of the steps ``ids`` not performed."""
-    return (
-        update(Step)
-        .where(_named(dialect), Step.performed_at.is_(None))
-        .values(leased_until=None)
-        .execution_options(synchronize_session=False)
-    )
-
-
-def release(session: Session, step_id: int) -> None:
-    """Give up the claim on step ``step_id`` if its body's outcome was not recorded (its
-    run failed unhandled): a message retried runs it at once, not after the claim lapses."""
-    session.execute(_release(session.get_bind().dialect.name), {"ids": [step_id]})
 
 
 class Keeper:
@@ -200,7 +202,7 @@ class Keeper:
             return []
         until = now + LEASE_TIME
         with db.transaction() as session:
-            session.execute(_extend(session.get_bind().dialect.name), {"ids": due, "until": until})
+            session.execute(_leased(session.get_bind().dialect.name), {"ids": due, "until": until})
         with self._lock:
             for step_id in due:
                 if step_id in self._held:
@@ -208,17 +210,7 @@ class Keeper:
         return due
 
 
-@cache
-def _extend(dialect: str) -> Any:
-    return (
-        update(Step)
-        .where(_named(dialect), Step.performed_at.is_(None))
-        .values(leased_until=bindparam("until"))
-        .execution_options(synchronize_session=False)
-    )
-
-
-def _named(dialect: str) -> Any:
+def _named_in(dialect: str) -> Any:
     """The condition that the step is one of ``ids``."""
     if dialect == "postgresql":
         return Step.id == bindparam("ids", type_=ARRAY(BigInteger)).any_()

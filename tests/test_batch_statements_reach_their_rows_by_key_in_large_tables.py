@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
-from engine import advancing, batch_conclusion, batch_spawning, founding, performance
+from engine import advancing, batch_conclusion, batch_spawning, claiming, founding, performance
 from engine.performance import Performance
 
 ROWS = 20_000
@@ -108,14 +108,26 @@ SENT: dict[str, Callable[[Session], object]] = {
 }
 
 
+#: A batch's claims of the steps its worker runs (engine/claiming.py): their read and lock,
+#: and the claim.
+CLAIMING: dict[str, Callable[[Session], object]] = {
+    "claiming steps: the read": lambda session: claiming._lock(session, [1, 2]),
+    "claiming steps: the claim": lambda session: session.execute(
+        claiming._leased("postgresql"), {"ids": [1, 2], "until": None}
+    ),
+}
+
+
 def _plan(session: Session, name: str) -> str:
-    """The generic plan of the statement ``name`` names (STATEMENTS or SENT)."""
-    sql = STATEMENTS[name] if name in STATEMENTS else _sent(session, lambda: SENT[name](session))
-    return _generic_plan(session, sql)
+    """The generic plan of the statement ``name`` names (STATEMENTS, SENT or CLAIMING)."""
+    if name in STATEMENTS:
+        return _generic_plan(session, STATEMENTS[name])
+    call = SENT.get(name) or CLAIMING[name]
+    return _generic_plan(session, _sent(session, lambda: call(session)))
 
 
 @pytest.mark.postgresql_only
-@pytest.mark.parametrize("name", sorted(STATEMENTS) + sorted(SENT))
+@pytest.mark.parametrize("name", sorted(STATEMENTS) + sorted(SENT) + sorted(CLAIMING))
 def test_a_batch_statement_reaches_its_rows_by_key_in_large_tables(session: Session, name: str) -> None:
     # Given 20,000 actions, steps, invocations and achievements
     _fill(session)
@@ -129,7 +141,7 @@ def test_a_batch_statement_reaches_its_rows_by_key_in_large_tables(session: Sess
 
 
 @pytest.mark.postgresql_only
-@pytest.mark.parametrize("name", sorted(STATEMENTS) + sorted(SENT))
+@pytest.mark.parametrize("name", sorted(STATEMENTS) + sorted(SENT) + sorted(CLAIMING))
 def test_a_batch_statement_reads_no_index_whole_when_statistics_say_nothing_is_live(
     session: Session, name: str
 ) -> None:

@@ -152,7 +152,7 @@ def reopen_down(session: Session, action: Action, *, cause: str, by: str | None)
         select(Invocation).where(Invocation.parent_step_id == step.id, Invocation.succeeded.is_(False))
     ).all()
     if not failed:
-        step.performed_at = None
+        step.performed_at = step.leased_until = None
         step.attempt = next_run(action, step.attempt)
         step.retry_at = None
         step.pending_actions_count = 0
