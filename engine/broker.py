@@ -43,6 +43,7 @@ _AFTER_COMMIT = "stepwise.after_commit"
 db.COMMIT_BUFFERS.add(_AFTER_COMMIT)
 _READY = "stepwise.ready_steps"
 _ADMISSIONS = "stepwise.ready_admissions"
+_OPENED = "stepwise.opened_steps"
 _sequence = itertools.count()
 
 
@@ -95,9 +96,14 @@ def ready(session: Session) -> list[int]:
 
 
 def ready_after_commit(session: Session, step_id: int) -> None:
-    """Once this transaction commits, the body of step ``step_id`` is ready to run."""
+    """Once this transaction commits, the body of step ``step_id`` is ready to run. Inside
+    a group-commit unit's ``collecting``, the unit's ``opened`` list has it at once: its
+    batch may claim it for the unit's thread before committing (engine/claiming.py)."""
     target = ready(session)
     after_commit(session, lambda: target.append(step_id))
+    opened = session.info.get(_OPENED)
+    if opened is not None:
+        opened.append(step_id)
 
 
 def admit_soon(session: Session, invocation_id: int) -> None:
@@ -121,12 +127,19 @@ def admitting_here(session: Session, admissions: list[int]) -> Iterator[None]:
 
 @contextmanager
 def collecting(
-    session: Session, callbacks: list[Callable[[], Any]], steps: list[int], admissions: list[int]
+    session: Session,
+    callbacks: list[Callable[[], Any]],
+    steps: list[int],
+    admissions: list[int],
+    opened: list[int],
 ) -> Iterator[None]:
     """Inside the block, what ``after_commit``, ``ready_after_commit`` and ``admit_soon``
-    register in ``session`` goes to ``callbacks``, ``steps`` and ``admissions``: one
-    transition's share of a transaction that several share (engine/group_commit.py)."""
-    with _redirected(session, {_AFTER_COMMIT: callbacks, _READY: steps, _ADMISSIONS: admissions}):
+    register in ``session`` goes to ``callbacks``, ``steps`` (and ``opened``, at once) and
+    ``admissions``: one transition's share of a transaction that several share
+    (engine/group_commit.py)."""
+    lists: dict[str, list[Any]] = {_AFTER_COMMIT: callbacks, _READY: steps, _ADMISSIONS: admissions}
+    lists[_OPENED] = opened
+    with _redirected(session, lists):
         yield
 
 

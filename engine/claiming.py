@@ -2,18 +2,25 @@
 
 A body runs holding its step's lease: no other worker runs it meanwhile, the sweeper does
 not send it again, and a completion of its action (a cancel, a timeout, a completion from
-outside) leaves the step to that body's outcome. A worker claims the steps it is about to
-run in its process's shared batch (engine/group_commit.py), with that batch's other
-transitions: one statement sets ``leased_until`` on every step of the batch it may claim,
-and the steps, their actions and their actors are read in one more each (one per actor
-class). The body then runs in a session of its own made from those rows, with no
-statement: a body that does not touch the database runs in no transaction at all, and its
-outcome joins the process's next batch, where the conclusion sets ``performed_at`` and
-the claim no longer matters. A body that wrote commits its outcome with its writes, under
-its step's row lock taken then (engine/conclusion.py).
+outside) leaves the step to that body's outcome. A worker claims the steps it runs in its
+process's shared batches (engine/group_commit.py), with their other transitions:
+
+- the batch that makes steps ready in this process (an admission, a body's conclusion)
+  claims, before it commits, those its units' threads run next (``claim_opened``): one
+  statement sets ``leased_until`` on them and returns their rows; their actions and
+  actors are mostly the ones the batch read already;
+- a step sent by the broker is claimed in the next batch (``claim_all``): its row read
+  with its action and locked by key, skipping rows another transaction locks, then
+  claimed by key if it may be.
+
+The body then runs in a session of its own made from those rows, with no statement: a
+body that does not touch the database runs in no transaction at all, and its outcome
+joins the process's next batch, where the conclusion sets ``performed_at`` and ends the
+claim. A body that wrote commits its outcome with its writes, under its step's row lock
+taken then (engine/conclusion.py).
 
 A claim lasts ``LEASE_TIME`` (``STEPWISE_LEASE_SECONDS``, 60 by default). The process's
-keeper extends the claims of the bodies that run longer, so the claims of a worker lapse
+keeper extends the claims its threads hold while they run, so the claims of a worker lapse
 only when it dies, and the sweeper then sends their steps again.
 
 Only the common case is claimed: a step opened and not performed, its action performing,
@@ -29,8 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
@@ -42,7 +48,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from . import attempt, clock, db, registry, rows, status
+from . import attempt, clock, db, group_commit, registry, rows, status
 from .action import Action
 from .group_commit import Unit
 from .step import Step
@@ -72,7 +78,91 @@ class Claim:
 def claim_all(session: Session, units: Sequence[Unit[Any]]) -> None:
     """Claim the step each unit's ``item`` names, until ``LEASE_TIME`` from now: each
     unit's result is its ``Claim``, or None when the step is not claimed (see the module's
-    doc). A step named twice is claimed for the first unit only.
+    doc). A step named twice is claimed for the first unit only."""
+    claimed = claim(session, sorted({unit.item for unit in units}))
+    for unit in units:
+        unit.result = claimed.pop(unit.item, None)
+
+
+def claim_opened(session: Session, units: Sequence[Unit[Any]]) -> None:
+    """Claim, for each unit's thread, the first ``claim_ready`` steps its transition opened,
+    in the transaction that opened them (``group_commit.BEFORE_COMMIT``): each unit's
+    ``claims``. The thread runs them next, with no claim of its own to wait for.
+
+    The steps were opened by this transaction, so no other holds them: one statement
+    claims them all and returns their rows, and their actions and actors are mostly the
+    ones the transaction read already (those it did not are read together). A step whose
+    action no longer performs, or whose attempts are durable, is left unclaimed."""
+    wanted = {unit: unit.opened[: unit.claim_ready] for unit in units if unit.claim_ready and unit.opened}
+    if not wanted:
+        return
+    now = clock.now()
+    until = now + LEASE_TIME
+    ids = sorted({step_id for ids in wanted.values() for step_id in ids})
+    steps = _leased_returning(session, ids, now, until)
+    actions = _actions_of(session, steps)
+    claimed = {
+        step.id: (step, actions[step.action_id])
+        for step in steps
+        if step.action_id in actions and _claimable(step, actions[step.action_id], now, claiming=True)
+    }
+    unclaimed = sorted(set(ids) - set(claimed))
+    if unclaimed:
+        session.execute(_leased(session.get_bind().dialect.name), {"ids": unclaimed, "until": None})
+    made = _claims(session, claimed)
+    for unit, ids in wanted.items():
+        unit.claims = {step_id: made.pop(step_id) for step_id in ids if step_id in made}
+
+
+def _leased_returning(session: Session, ids: list[int], now: datetime, until: datetime) -> list[Step]:
+    """The steps ``ids`` claimed until ``until``, as the statement claiming them left them."""
+    parameters = {"ids": ids, "until": until, "now": now}
+    if session.get_bind().dialect.name == "postgresql":
+        found = rows.read(session, _leased_reader, parameters, refresh=True)
+        if found is not None:
+            return [row[0] for row in found]
+    statement = _leased_returning_statement(session.get_bind().dialect.name, Step)
+    return list(session.scalars(statement, parameters, execution_options={"populate_existing": True}))
+
+
+def _actions_of(session: Session, steps: list[Step]) -> dict[int, Action]:
+    """The actions of ``steps``, by id: those the session holds (read or written in this
+    transaction), the others read together."""
+    held: dict[int, Action] = {}
+    for step in steps:
+        action = session.identity_map.get(sa_inspect(Action).identity_key_from_primary_key((step.action_id,)))
+        if action is not None:
+            held[step.action_id] = action
+    missing = sorted({step.action_id for step in steps} - set(held))
+    if missing:
+        held.update(
+            (action.id, action) for action in session.scalars(select(Action).where(Action.id.in_(missing)))
+        )
+    return held
+
+
+@cache
+def _leased_returning_statement(dialect: str, returning: Any) -> Any:
+    """The claim of the steps ``ids`` until ``until``, returning ``returning``: the steps
+    (the ORM), or their columns (``rows.Reader``)."""
+    returned = (returning,) if returning is Step else tuple(rows.columns(Step))
+    return (
+        update(Step)
+        .where(_named_in(dialect))
+        .values(leased_until=bindparam("until"), updated_at=bindparam("now"))
+        .returning(*returned)
+        .execution_options(synchronize_session=False)
+    )
+
+
+@cache
+def _leased_reader(dialect: Dialect) -> rows.Reader:
+    return rows.Reader(_leased_returning_statement(dialect.name, "columns"), dialect, [Step])
+
+
+def claim(session: Session, ids: list[int]) -> dict[int, Claim]:
+    """Claim those of the steps ``ids`` that may be claimed, until ``LEASE_TIME`` from now:
+    their claims, by step id.
 
     The steps are read with their actions and locked in id order, skipping those another
     transaction locks; which of them may be claimed is decided here, on the rows as
@@ -81,29 +171,38 @@ def claim_all(session: Session, units: Sequence[Unit[Any]]) -> None:
     from the partial index of unperformed steps, or from the performing actions, and read
     thousands of rows a call when statistics said there were none (engine/recordset.py)."""
     now = clock.now()
-    found = {
-        step.id: (step, action) for step, action in _lock(session, sorted({unit.item for unit in units}))
-    }
-    claimed = {step_id: row for step_id, row in found.items() if _claimable(*row, now)}
-    if claimed:
-        until = now + LEASE_TIME
-        session.execute(_leased(session.get_bind().dialect.name), {"ids": sorted(claimed), "until": until})
-        for step, _ in claimed.values():
-            set_committed_value(step, "leased_until", until)
+    locked = _lock(session, ids)
+    claimed = {step.id: (step, action) for step, action in locked if _claimable(step, action, now)}
+    if not claimed:
+        return {}
+    until = now + LEASE_TIME
+    session.execute(_leased(session.get_bind().dialect.name), {"ids": sorted(claimed), "until": until})
+    for step, _ in claimed.values():
+        set_committed_value(step, "leased_until", until)
+    return _claims(session, claimed)
+
+
+def _claims(session: Session, claimed: dict[int, tuple[Step, Action]]) -> dict[int, Claim]:
+    """The claims of the steps ``claimed`` (with their actions), each with its actor,
+    every column of each row loaded (the body's session copies them: ``Claim.into``)."""
     actors = _actors(session, [action for _, action in claimed.values()])
-    for unit in units:
-        row = claimed.pop(unit.item, None)
-        unit.result = None if row is None else Claim(*row, actors.get(row[1].id))
+    made = {step.id: Claim(step, action, actors.get(action.id)) for step, action in claimed.values()}
+    for held in made.values():
+        for row in (held.step, held.action, held.actor):
+            if row is not None and not rows.loaded(row):
+                session.refresh(row)  # written through the ORM in this transaction (SQLite)
+    return made
 
 
-def _claimable(step: Step, action: Action, now: datetime) -> bool:
-    """Whether the step may be claimed: the common case only (see the module's doc)."""
+def _claimable(step: Step, action: Action, now: datetime, claiming: bool = False) -> bool:
+    """Whether the step may be claimed: the common case only (see the module's doc).
+    ``claiming``: the step's row holds the claim being decided already."""
     return (
         step.performed_at is None
         and step.completed_at is None
         and step.status == status.STEP_PERFORMING
         and (step.retry_at is None or step.retry_at <= now)
-        and (step.leased_until is None or step.leased_until <= now)
+        and (claiming or step.leased_until is None or step.leased_until <= now)
         and action.status == status.PERFORMING
         and not attempt.durable(action, step)  # engine/durable.py runs those, under the row lock
     )
@@ -132,22 +231,21 @@ def _lock_reader(dialect: Dialect) -> rows.Reader:
 
 
 def _actors(session: Session, actions: list[Action]) -> dict[int, Any]:
-    """The rows of the actors of ``actions`` whose class is plain, read together, by action id."""
-    wanted: dict[int, tuple[type, Any]] = {}
+    """The rows of the actors of ``actions`` whose class is plain, by action id: those the
+    batch's session holds already (read in this transaction: an admission's), the others
+    read together."""
+    wanted: dict[int, Any] = {}  # action id -> the identity key of its actor's row
     for action in actions:
         mapped = registry.mapped_key(action.actor_type, action.actor_id)
         if mapped is not None and rows.plain(mapped[0]):
-            wanted[action.id] = mapped
-    if not wanted:
-        return {}
-    read = registry.load_actors(session, [(action.actor_type, action.actor_id) for action in actions])
-    by_identity = {sa_inspect(actor).identity_key: actor for actor in read}
-    found: dict[int, Any] = {}
-    for action_id, (cls, key) in wanted.items():
-        actor = by_identity.get(sa_inspect(cls).identity_key_from_primary_key((key,)))
-        if actor is not None:
-            found[action_id] = actor
-    return found
+            wanted[action.id] = sa_inspect(mapped[0]).identity_key_from_primary_key((mapped[1],))
+    held = {identity: session.identity_map.get(identity) for identity in set(wanted.values())}
+    missing = [(a.actor_type, a.actor_id) for a in actions if a.id in wanted and held[wanted[a.id]] is None]
+    if missing:
+        read = registry.load_actors(session, missing)
+        held.update((sa_inspect(actor).identity_key, actor) for actor in read)
+    found = {action_id: held.get(identity) for action_id, identity in wanted.items()}
+    return {action_id: actor for action_id, actor in found.items() if actor is not None}
 
 
 @cache
@@ -170,19 +268,19 @@ class Keeper:
         self._held: dict[int, datetime] = {}
         self._thread: threading.Thread | None = None
 
-    @contextmanager
-    def holding(self, claim: Claim) -> Iterator[None]:
-        """Inside the block, the claim is extended before it lapses."""
-        step_id = claim.step.id
+    def hold(self, claims: Iterable[Claim]) -> None:
+        """Extend ``claims`` before they lapse, until ``drop``."""
         with self._lock:
-            self._held[step_id] = claim.step.leased_until or clock.now()
-            if self._thread is None:
+            for held in claims:
+                self._held[held.step.id] = held.step.leased_until or clock.now()
+            if self._held and self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="stepwise-keeper", daemon=True)
                 self._thread.start()
-        try:
-            yield
-        finally:
-            with self._lock:
+
+    def drop(self, step_ids: Iterable[int]) -> None:
+        """Stop extending the claims of ``step_ids``: their bodies' outcomes are recorded."""
+        with self._lock:
+            for step_id in step_ids:
                 self._held.pop(step_id, None)
 
     def _run(self) -> None:
@@ -218,3 +316,17 @@ def _named_in(dialect: str) -> Any:
 
 
 keeper = Keeper()
+
+
+def give_up(claims: dict[int, Claim]) -> None:
+    """Give up claims whose bodies will not run here (the run before them failed), so that
+    a message sent again runs them at once, not after they lapse."""
+    keeper.drop(claims)
+    try:
+        with db.transaction() as session:
+            session.execute(_leased(session.get_bind().dialect.name), {"ids": sorted(claims), "until": None})
+    except Exception:
+        log.exception("stepwise: could not give up the claims of steps %s", sorted(claims))
+
+
+group_commit.BEFORE_COMMIT.append(claim_opened)

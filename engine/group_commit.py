@@ -48,10 +48,13 @@ class Unit(Generic[T]):
     __slots__ = (
         "admissions",
         "after_commit",
+        "claim_ready",
+        "claims",
         "done",
         "error",
         "item",
         "lead",
+        "opened",
         "ready",
         "result",
         "together",
@@ -63,6 +66,7 @@ class Unit(Generic[T]):
         work: Callable[[Session], T] | None,
         together: Together | None = None,
         item: Any = None,
+        claim_ready: int = 0,
     ) -> None:
         self.work = work
         #: Handed in as data: ``together`` runs this unit's ``item`` with the other units
@@ -78,18 +82,29 @@ class Unit(Generic[T]):
         self.after_commit: list[Callable[[], Any]] = []
         self.ready: list[int] = []
         self.admissions: list[int] = []
+        #: The steps this transition opened (ready once committed), in order; the batch
+        #: claims the first ``claim_ready`` of them for this unit's thread, which runs
+        #: them, before it commits (``BEFORE_COMMIT``, engine/claiming.py): ``claims``, by
+        #: step id.
+        self.opened: list[int] = []
+        self.claim_ready = claim_ready
+        self.claims: dict[int, Any] = {}
 
     @contextmanager
     def collecting(self, session: Session) -> Iterator[None]:
         """Inside the block, the broker messages, ready steps and due admissions ``session``
         registers are this unit's (a ``together`` function enters it for each item)."""
-        with broker.collecting(session, self.after_commit, self.ready, self.admissions):
+        with broker.collecting(session, self.after_commit, self.ready, self.admissions, self.opened):
             yield
 
 
 #: Runs the items of several units at once in a batch's session; it enters each unit's
 #: ``collecting`` for what belongs to that unit alone, and sets each unit's ``result``.
 Together = Callable[[Session, Sequence[Unit[Any]]], None]
+
+#: What every batch does last, before it commits, with its session and its units (a
+#: module that needs it adds itself here: engine/claiming.py claims the steps units opened).
+BEFORE_COMMIT: list[Together] = []
 
 
 class GroupCommit:
@@ -118,6 +133,15 @@ class GroupCommit:
         """``run`` for a transition handed in as data: ``together(session, units)`` runs
         ``item`` with every other item of the same batch handed to the same function."""
         return self._run(Unit(None, together, item))
+
+    def run_claiming(
+        self, together: Together, item: Any, claim_ready: int
+    ) -> tuple[Any, list[int], list[int], dict[int, Any]]:
+        """``run_together``, the first ``claim_ready`` steps it opens claimed for this
+        thread in the same transaction (engine/claiming.py); also returns those claims."""
+        unit: Unit[Any] = Unit(None, together, item, claim_ready)
+        result, ready, admissions = self._run(unit)
+        return result, ready, admissions, unit.claims
 
     def _run(self, unit: Unit[T]) -> tuple[T, list[int], list[int]]:
         with self._lock:
@@ -170,6 +194,7 @@ class GroupCommit:
         kinds: dict[Together, list[Unit[Any]]] = {}
         for unit in batch:
             unit.after_commit, unit.ready, unit.admissions, unit.result = [], [], [], None
+            unit.opened, unit.claims = [], {}
             if unit.together is not None:
                 kinds.setdefault(unit.together, []).append(unit)
         for together, units in kinds.items():
@@ -178,6 +203,8 @@ class GroupCommit:
             if unit.work is not None:
                 with unit.collecting(session):
                     unit.result = unit.work(session)
+        for finish in BEFORE_COMMIT:
+            finish(session, batch)
 
 
 _shared: GroupCommit | None = None
@@ -202,3 +229,10 @@ def run(work: Callable[[Session], T]) -> tuple[T, list[int], list[int]]:
 def run_together(together: Together, item: Any) -> tuple[Any, list[int], list[int]]:
     """Run ``item`` in this process's next batch: see ``GroupCommit.run_together``."""
     return shared().run_together(together, item)
+
+
+def run_claiming(
+    together: Together, item: Any, claim_ready: int
+) -> tuple[Any, list[int], list[int], dict[int, Any]]:
+    """Run ``item`` in this process's next batch: see ``GroupCommit.run_claiming``."""
+    return shared().run_claiming(together, item, claim_ready)

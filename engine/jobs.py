@@ -40,7 +40,7 @@ from .outbound import complete as complete_outbound
 from .outbound import complete_action as complete_outbound_action
 from .outbound import complete_requested
 from .signal import SIGNAL_WAIT
-from .step_body import record_unhandled, resume, run_steps
+from .step_body import ALL_READY, record_unhandled, resume, run_steps
 
 broker.setup()
 
@@ -52,12 +52,15 @@ def admit(invocation_id: int) -> None:
     """Admit an invocation to its lane and run the steps that become ready."""
 
     try:
-        admitted, ready, admissions = group_commit.run_together(_admit_or_resume, (invocation_id,))
+        admitted, ready, admissions, claims = group_commit.run_claiming(
+            _admit_or_resume, (invocation_id,), ALL_READY
+        )
     except Exception as error:
         admission.record_unhandled_error(invocation_id, error)
         raise
     action = admitted[0] if admitted else None  # its first step is on its actor
-    run_steps(ready, admissions, actor=(action.actor_type, action.actor_id) if action is not None else None)
+    actor = (action.actor_type, action.actor_id) if action is not None else None
+    run_steps(ready, admissions, actor=actor, claims=claims)
 
 
 def _admit_or_resume(session: Session, units: Sequence[group_commit.Unit[Any]]) -> None:

@@ -41,6 +41,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.orm import Mapper, Session
 from sqlalchemy.orm.attributes import instance_state, set_committed_value
 from sqlalchemy.sql import Select
+from sqlalchemy.sql.dml import UpdateBase
 
 #: Relationship loaders that read nothing when the object is loaded.
 _LAZY = frozenset({"select", "noload", "raise", "raise_on_sql", "dynamic", "write_only"})
@@ -96,11 +97,13 @@ def columns(cls: type) -> list[Any]:
 
 
 class Reader:
-    """A statement selecting ``columns(cls)`` of each class in ``classes``, in that order
-    (of plain classes), then any other values, compiled once for ``dialect`` and sent
-    through psycopg."""
+    """A statement selecting (or an UPDATE returning) ``columns(cls)`` of each class in
+    ``classes``, in that order (of plain classes), then any other values, compiled once
+    for ``dialect`` and sent through psycopg."""
 
-    def __init__(self, statement: Select[Any], dialect: Dialect, classes: Sequence[type]) -> None:
+    def __init__(
+        self, statement: Select[Any] | UpdateBase, dialect: Dialect, classes: Sequence[type]
+    ) -> None:
         if not all(plain(cls) for cls in classes):
             raise ValueError(f"loading a row of one of {classes} does more than set its columns")
         compiled = statement.compile(dialect=dialect)
@@ -114,7 +117,8 @@ class Reader:
         self.keys = [[prop.key for prop in mapper.column_attrs] for mapper in self.mappers]
         #: Where each class's primary key columns are among its columns.
         self.identities = [_identity_of(mapper) for mapper in self.mappers]
-        self.types = [column.type for column in statement.selected_columns]
+        selected = statement.selected_columns if isinstance(statement, Select) else statement.exported_columns
+        self.types = [column.type for column in selected]
         #: Whether the session is flushed first, as a query would (``autoflush`` option).
         self.autoflush = statement.get_execution_options().get("autoflush", True)
         #: Each column's result processor, from the types psycopg reports (first read).
@@ -212,6 +216,12 @@ def copies(session: Session, instances: Sequence[Any]) -> list[Any]:
         persist(session, copy, state.key)
         made.append(copy)
     return made
+
+
+def loaded(instance: Any) -> bool:
+    """Whether every column of ``instance`` holds its value (``copies`` can copy it)."""
+    state = instance_state(instance)
+    return all(key in state.dict for key in _keys(state.mapper))
 
 
 @cache

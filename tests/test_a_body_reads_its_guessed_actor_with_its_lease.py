@@ -139,21 +139,6 @@ def test_children_sent_to_the_workers_carry_their_parents_actor(
     assert trip.status == status.SUCCEEDED
 
 
-def test_the_first_body_after_an_admission_reads_the_admitted_actor_with_its_lease(
-    session: Session, car: Car, reads_of_cars: list[str]
-) -> None:
-    engine.later(car, "odometer", 1)
-    session.commit()
-    moved(session, car, 42)
-    reads_of_cars.clear()
-
-    testing.perform_enqueued()  # the admission message: admitted, then its first body runs
-
-    assert reads_of_cars == ["alone", "with the lease"]  # the admission's read, the body's
-    step_id = session.scalars(select(Step.id)).one()
-    assert result_of(session, step_id) == 42
-
-
 def count_vans(fleet: Fleet, step: StepContext) -> int:
     return len(fleet.vans)
 

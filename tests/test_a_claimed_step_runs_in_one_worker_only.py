@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import event, select, update
 from sqlalchemy.orm import Session
 
 import engine
@@ -111,6 +111,28 @@ def test_a_body_that_touches_no_table_runs_in_no_transaction_of_its_own(
     assert (step.status, step.result) == (status.STEP_SUCCEEDED, car.mileage)
 
 
+def test_the_first_body_after_an_admission_reads_nothing_of_its_own(session: Session, car: Car) -> None:
+    engine.define(Car, "odometer", odometer)
+    engine.later(car, "odometer")
+    session.commit()
+    with db.transaction() as own:
+        own.execute(update(Car).where(Car.id == car.id).values(mileage=42))
+    statements: list[str] = []
+    record = lambda conn, cursor, statement, *args: statements.append(statement)  # noqa: E731
+
+    event.listen(session.get_bind(), "before_cursor_execute", record)
+    try:
+        testing.perform_enqueued()  # the admission message: admitted, then its first body runs
+    finally:
+        event.remove(session.get_bind(), "before_cursor_execute", record)
+
+    # The batch that admitted the action claimed its step, and handed the body the car it
+    # read to admit it, as that transaction saw it: the body and its conclusion read no car
+    assert len([s for s in statements if "FROM cars" in s]) == 1
+    step = reloaded(session, session.scalars(select(Step.id)).one())
+    assert (step.status, step.result) == (status.STEP_SUCCEEDED, 42)
+
+
 def test_a_body_that_writes_commits_its_writes_with_its_outcome(session: Session, car: Car) -> None:
     def drive(car: Car, step: engine.StepContext) -> None:
         car.mileage += 10
@@ -186,10 +208,11 @@ def test_the_keeper_extends_the_claims_of_running_bodies_only(session: Session, 
     assert all(claims)
     keeper = claiming.Keeper()
 
-    with keeper.holding(claims[0]):  # type: ignore[arg-type]
-        assert keeper.extend() == []  # not due yet
-        clock.travel(claiming.LEASE_TIME * 0.6)
-        assert keeper.extend() == [running]
+    keeper.hold([claims[0]])  # type: ignore[list-item]
+    assert keeper.extend() == []  # not due yet
+    clock.travel(claiming.LEASE_TIME * 0.6)
+    assert keeper.extend() == [running]
+    keeper.drop([running])  # its outcome is recorded
 
     assert reloaded(session, running).leased_until == clock.now() + claiming.LEASE_TIME
     assert reloaded(session, done).leased_until < clock.now() + claiming.LEASE_TIME / 2  # type: ignore[operator]

@@ -24,7 +24,7 @@ from tests.domain import Car
 
 #: The statement that writes the step after its body ran: on PostgreSQL the one that
 #: completes its action writes it too (engine/completion.py ``Lane``).
-STEP_WRITTEN = {"postgresql": "WITH step_written", "sqlite": "UPDATE stepwise_steps"}
+STEP_WRITTEN = {"postgresql": "WITH step_written", "sqlite": "UPDATE stepwise_steps SET status"}
 
 
 @contextmanager
@@ -58,7 +58,8 @@ def stored_arguments(action_id: int) -> list[Any]:
 def test_a_body_run_again_after_a_deadlock_sees_the_arguments_as_stored(
     session: Session, car: Car, database: Engine
 ) -> None:
-    # Given a body that adds an argument
+    # Given a body that adds an argument, and writes (so its outcome commits with its
+    # writes, in its own transaction)
     seen: list[list[Any]] = []
     pack = engine.define(Car, "pack")
 
@@ -66,6 +67,7 @@ def test_a_body_run_again_after_a_deadlock_sees_the_arguments_as_stored(
     def add_luggage(car: Car, step: engine.StepContext, *items: str) -> None:
         seen.append(list(step.action.arguments))
         step.action.arguments.append("suitcase")
+        car.honk()
 
     engine.later(car, "pack", "map")
     session.commit()

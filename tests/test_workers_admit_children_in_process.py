@@ -74,7 +74,7 @@ def test_a_child_never_admitted_in_process_is_sent_again_by_the_sweeper(session:
     from engine import step_body
 
     original = step_body._admit_here
-    step_body._admit_here = lambda ids: []  # type: ignore[assignment]
+    step_body._admit_here = lambda ids: ([], {})  # type: ignore[assignment]
     try:
         testing.perform_enqueued()
     finally:
@@ -110,12 +110,12 @@ def test_siblings_on_one_actor_admitted_together_read_the_actor_once(session: Se
     finally:
         event.remove(bind, "before_cursor_execute", count)
 
-    # Then the car was read once to admit the root, once for its body (afresh, as every
-    # body), once for the three admissions together, and once for the first child's body;
-    # each body's in the statement that took its lease, its actor guessed from its
-    # admission or from its parent (engine/lease.py)
-    assert len(reads) == 4
-    assert ["JOIN cars" in statement for statement in reads] == [False, True, False, True]
+    # Then the car was read once to admit the root and once for the three admissions
+    # together: the batch that admits an action claims its first step for the worker's
+    # thread, and hands the body the actor it read to admit it, in that same transaction
+    # (engine/claiming.py)
+    assert len(reads) == 2
+    assert ["JOIN cars" in statement for statement in reads] == [False, False]
     testing.drain()
     session.expire_all()
     assert session.get_one(Car, car.id).mileage == 10
