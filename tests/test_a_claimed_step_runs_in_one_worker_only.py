@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select, update
+from sqlalchemy import event, select, text, update
 from sqlalchemy.orm import Session
 
 import engine
@@ -238,3 +238,35 @@ def test_a_failed_attempt_leaves_its_retry_free_to_claim(session: Session, car: 
         testing.drain()
     assert attempts == [1, 2]
     assert reloaded(session, step_id).status == status.STEP_SUCCEEDED
+
+
+@pytest.mark.postgresql_only
+def test_a_claim_touches_no_index_of_the_steps_table(session: Session) -> None:
+    # Given a steps table whose pages were filled by inserts, as a busy one's are
+    session.execute(
+        text(
+            "INSERT INTO stepwise_actions (actor_type, actor_id, name, arguments, status, current_step_index,"
+            " checksum_key, concurrency_key, outbound, root, created_at, updated_at)"
+            " SELECT 'Car', g::text, 'wash', '[]', 'performing', 0, '', 'Car/' || g, false, true,"
+            " now(), now() FROM generate_series(1, 2000) AS g"
+        )
+    )
+    session.execute(
+        text(
+            "INSERT INTO stepwise_steps (action_id, definition_index, status, attempt, pending_actions_count,"
+            " unsuccessful_actions_count, created_at, updated_at)"
+            " SELECT id, 0, 'performing', 1, 0, 0, now(), now() FROM stepwise_actions"
+        )
+    )
+    ids = list(session.scalars(select(Step.id).order_by(Step.id)))
+
+    # When a worker claims steps in the middle of it
+    claimed = ids[1000:1010]
+    session.execute(claiming._leased("postgresql"), {"ids": claimed, "until": clock.now()})
+
+    # Then each claim's new row version was written on its own page (HOT): the table's
+    # pages keep room for it (fillfactor), and it changes no indexed column
+    updated, hot = session.execute(
+        text("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'stepwise_steps'")
+    ).one()
+    assert (updated, hot) == (len(claimed), len(claimed))
