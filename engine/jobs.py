@@ -39,8 +39,9 @@ from .invocation import Invocation
 from .outbound import complete as complete_outbound
 from .outbound import complete_action as complete_outbound_action
 from .outbound import complete_requested
+from .running import ALL_READY, run_steps
 from .signal import SIGNAL_WAIT
-from .step_body import ALL_READY, record_unhandled, resume, run_steps
+from .step_body import record_unhandled, resume
 
 broker.setup()
 

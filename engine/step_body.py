@@ -11,8 +11,6 @@ redelivered message finds ``performed_at`` set, or the lease taken, and does not
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -23,13 +21,9 @@ from sqlalchemy.orm import Session
 from . import (
     arguments,
     attempt,
-    batch_admission,
-    batch_conclusion,
     broker,
-    claiming,
     clock,
     db,
-    group_commit,
     history,
     lease,
     registry,
@@ -64,7 +58,7 @@ def run_ready(session: Session) -> None:
         try:
             db.retrying(session, partial(perform_and_conclude, session, step_id))
         except Exception as error:
-            _record_unhandled(step_id, error)
+            record_unhandled_alone(step_id, error)
             raise
 
 
@@ -72,187 +66,7 @@ def run_ready(session: Session) -> None:
 ActorRef = tuple[str, str]
 
 
-def run_steps(
-    step_ids: list[int],
-    admissions: list[int] | None = None,
-    actor: ActorRef | None = None,
-    claims: dict[int, claiming.Claim] | None = None,
-) -> None:
-    """A worker runs the bodies of ready steps, and what they make ready, until nothing is
-    left: fewer broker round trips. Each body runs in a session of its own holding its
-    step's lease; the outcome of a body that wrote nothing is concluded in this process's
-    next shared batch, with that batch's other conclusions (engine/batch_conclusion.py),
-    while a body that wrote commits its changes together with its outcome, so they stand
-    or fall together. The children a body starts are admitted here, all in one
-    transition; the first child's body runs here too and the others' go to the workers,
-    so siblings still run in parallel.
-
-    The batch that makes a step ready here claims it for this thread (``claims``, by step
-    id: engine/claiming.py), so its body starts with no statement; the keeper extends
-    those claims until their bodies ran, and a failure gives up the ones left.
-
-    ``actor`` guesses whose step comes first; each body's actor is the guess for the next
-    (children and next steps are mostly on the same actor), and travels with the messages
-    of the siblings sent to the workers: a right guess reads the actor with the lease
-    (engine/lease.py)."""
-    queue = list(step_ids)
-    due = list(admissions or ())
-    held: dict[int, claiming.Claim] = {}
-
-    def hold(claims: dict[int, claiming.Claim]) -> None:
-        claiming.keeper.hold(claims.values())
-        held.update(claims)
-
-    hold(claims or {})
-    try:
-        while queue or due:
-            if due:
-                steps, claimed = _admit_here(due)
-                hold(claimed)
-                due = []
-                queue.extend(steps[:1])
-                for step_id in steps[1:]:
-                    broker.send(broker.PERFORM_STEP, step_id, *([list(actor)] if actor else []))
-                continue
-            step_id = queue.pop(0)
-            try:
-                ran = _run_step(step_id, actor, held.pop(step_id, None))
-            except Exception as error:
-                _record_unhandled(step_id, error)
-                raise
-            finally:
-                claiming.keeper.drop([step_id])
-            queue.extend(ran.steps)
-            due.extend(ran.due)
-            actor = ran.actor
-            hold(ran.claims)
-    finally:
-        if held:
-            claiming.give_up(held)
-
-
-def _admit_here(invocation_ids: list[int]) -> tuple[list[int], dict[int, claiming.Claim]]:
-    """Admit invocations that became due in this process, in one transition (with the
-    other admissions of its batch: engine/batch_admission.py); the steps that became
-    ready, and the claim on the first, which this thread runs. If that fails, their
-    messages go to the broker instead, where each is retried (and its error recorded)
-    alone."""
-
-    try:
-        admitting = tuple(invocation_ids)
-        _, steps, more, claims = group_commit.run_claiming(batch_admission.admit_all, admitting, 1)
-    except Exception:
-        for invocation_id in invocation_ids:
-            broker.send(broker.ADMIT, invocation_id)
-        return [], {}
-    for invocation_id in more:  # admissions start no children: only a body does
-        broker.send(broker.ADMIT, invocation_id)
-    return steps, claims
-
-
-@dataclass
-class Ran:
-    """What a body's run came to for its thread: the steps it made ready, the invocations
-    it made due, its actor's reference (the guess for the next), and the claims taken for
-    this thread on the steps it made ready."""
-
-    steps: list[int]
-    due: list[int]
-    actor: ActorRef | None
-    claims: dict[int, claiming.Claim] = field(default_factory=dict)
-
-
-def _run_step(step_id: int, guess: ActorRef | None, claim: claiming.Claim | None = None) -> Ran:
-    """Run a step's body, claimed for this thread already (``claim``), else claimed in
-    this process's next batch when ``claims()``; one that is not claimed runs, if it is to
-    run at all, under its row lock. ``guess`` names its actor's probable reference."""
-    if claim is None and claims():
-        claim = group_commit.run_together(claiming.claim_all, step_id)[0]
-        claiming.keeper.hold([claim] if claim is not None else [])
-    if claim is None:
-        return _run_leased(step_id, guess)
-    return _run_claimed(claim)
-
-
-def claims() -> bool:
-    """Whether a worker claims a step it was sent in its process's next batch before
-    running its body: while batches are being written, where the claim costs a share of
-    one. With none, the step's row lock taken in a transaction of its own, which records
-    the outcome too, costs one transaction where a claim and a conclusion would cost two.
-    (A step made ready in this process is claimed by the batch that made it ready.)"""
-    return not group_commit.shared().idle()
-
-
-def _run_claimed(claim: claiming.Claim) -> Ran:
-    """Run a claimed step's body in a session made from the rows its claim read: with no
-    transaction unless the body touches the database. A body that wrote commits its outcome
-    with its writes; any other outcome goes to the next batch."""
-    step_id, actor = claim.step.id, (claim.action.actor_type, claim.action.actor_id)
-    admissions: list[int] = []
-    with db.session() as session, broker.admitting_here(session, admissions):
-        step, action, row = claim.into(session)
-
-        def in_own_session(session: Session) -> Outcome | None:
-            outcome = _run(session, step, action, row)
-            if outcome.error is None and outcome.wrote:
-                conclude_body(session, step_id, outcome)  # under the step's row lock
-                return None
-            return outcome
-
-        outcome = _attempt_body(session, in_own_session)
-        ready = broker.ready(session)[:]
-    return _concluded(step_id, outcome, Ran(ready, admissions, actor))
-
-
-def _run_leased(step_id: int, guess: ActorRef | None) -> Ran:
-    """Run a step's body holding its row lock, if it is to run (``perform``)."""
-    seen: list[ActorRef] = []
-
-    def in_own_session(session: Session) -> Outcome | None:
-        outcome = perform(session, step_id, guess, seen)
-        if outcome is not None and outcome.error is None and (outcome.wrote or group_commit.shared().idle()):
-            # A body that wrote commits its outcome with its writes; with no batch being
-            # written, a transaction of its own costs no more than joining one.
-            conclude_body(session, step_id, outcome, leased=True)
-            return None
-        return outcome  # to the next batch: rolled back, the lease released
-
-    admissions: list[int] = []
-    with db.session() as session, broker.admitting_here(session, admissions):
-        outcome = _attempt_body(session, in_own_session)
-        ready = broker.ready(session)[:]
-    return _concluded(step_id, outcome, Ran(ready, admissions, seen[-1] if seen else guess))
-
-
-#: Claim every step a transition makes ready (``run_claiming``): this thread runs them all.
-ALL_READY = 1_000_000
-
-
-def _concluded(step_id: int, outcome: Outcome | None, ran: Ran) -> Ran:
-    """``ran``, with what concluding the body's ``outcome`` (unless recorded with its
-    writes) in this process's next batch made ready and due, and claimed here."""
-    if outcome is None:
-        return ran
-    concluding = (step_id, outcome)
-    _, more, due, claimed = group_commit.run_claiming(batch_conclusion.conclude_all, concluding, ALL_READY)
-    return Ran([*ran.steps, *more], [*ran.due, *due], ran.actor, claimed)
-
-
-def _attempt_body(session: Session, work: Callable[[Session], Outcome | None]) -> Outcome | None:
-    """Run the body (and, if it wrote, its outcome) and commit; when nothing was written,
-    roll back instead (no commit to pay for a read-only body). A deadlock or a lost
-    connection before the commit runs the body again, as any retried transaction."""
-
-    def attempt() -> Outcome | None:
-        outcome = work(session)
-        if outcome is not None:
-            session.rollback()
-        return outcome
-
-    return db.retrying(session, attempt, lock=False)
-
-
-def _record_unhandled(step_id: int, error: BaseException) -> None:
+def record_unhandled_alone(step_id: int, error: BaseException) -> None:
     # Unhandled: it propagates to the worker (which may retry the message), but the
     # action row keeps what happened (invariant 8).
     with db.session() as session:
@@ -295,10 +109,10 @@ def perform(
         # Its attempts are durable: engine/durable.py records each start before the body runs.
         broker.enqueue(session, broker.PERFORM_ATTEMPT, step.id)
         return None
-    return _run(session, step, action, actor)
+    return run_with(session, step, action, actor)
 
 
-def _run(session: Session, step: Step, action: Action, actor: Any) -> Outcome:
+def run_with(session: Session, step: Step, action: Action, actor: Any) -> Outcome:
     """Run the body of ``step``, which is to run, with ``actor`` (its row read afresh in
     this transaction, or None: read it now)."""
     context = StepContext(session, step, action)

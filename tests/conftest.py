@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 import engine
-from engine import db, registry, step_body, testing
+from engine import db, registry, running, testing
 from engine.models import Achievement, Action, Performance, Step
 from tests.domain import AppBase, Car
 
@@ -92,7 +92,7 @@ def claims_always(monkeypatch: pytest.MonkeyPatch) -> None:
     (engine/claiming.py), as under load, not only while batches are being written: the
     suite run so checks the claimed path as it checks the one-at-a-time path."""
     if os.environ.get("STEPWISE_TEST_CLAIMS") == "always":
-        monkeypatch.setattr(step_body, "claims", lambda: True)
+        monkeypatch.setattr(running, "claims", lambda: True)
 
 
 @pytest.fixture

@@ -18,7 +18,18 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 import engine
-from engine import batch_admission, batch_conclusion, broker, commands, config, db, status, step_body, testing
+from engine import (
+    batch_admission,
+    batch_conclusion,
+    broker,
+    commands,
+    config,
+    db,
+    running,
+    status,
+    step_body,
+    testing,
+)
 from engine.conclusion import Outcome, conclude_body
 from engine.group_commit import Unit
 from engine.models import Action, ActionEvent, Invocation, Performance, Step
@@ -167,7 +178,7 @@ def step_of(session: Session, step_id: int) -> tuple[str, Any]:
 def finish(session: Session, car: Car) -> None:
     """Run what the conclusions made ready, and everything after it."""
     with testing.handle_exceptions():
-        step_body.run_steps(open_steps(session, car))
+        running.run_steps(open_steps(session, car))
         testing.drain()
 
 

@@ -28,8 +28,8 @@ from engine import (
     config,
     db,
     jobs,
+    running,
     status,
-    step_body,
     sweeper,
     testing,
 )
@@ -43,7 +43,7 @@ calls: list[int] = []
 
 @pytest.fixture(autouse=True)
 def claiming_always(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(step_body, "claims", lambda: True)
+    monkeypatch.setattr(running, "claims", lambda: True)
     calls.clear()
     yield
     clock.reset()
@@ -191,7 +191,7 @@ def test_a_cancel_leaves_a_claimed_step_to_its_bodys_outcome(session: Session, c
     assert commands.cancel(action_id).ok
 
     assert reloaded(session, step_id).completed_at is None  # its body may be running
-    step_body._run_claimed(claim)  # the body's run ends: its outcome closes the step
+    running._run_claimed(claim)  # the body's run ends: its outcome closes the step
     step = reloaded(session, step_id)
     assert step.completed_at is not None
     assert session.get(Action, action_id).status == status.CANCELLED  # type: ignore[union-attr]

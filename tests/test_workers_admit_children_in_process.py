@@ -71,14 +71,14 @@ def test_a_child_never_admitted_in_process_is_sent_again_by_the_sweeper(session:
     # children it started: their rows are all that is left.
     root_admission = testing.enqueued("stepwise.admit")
     assert len(root_admission) == 1
-    from engine import step_body
+    from engine import running
 
-    original = step_body._admit_here
-    step_body._admit_here = lambda ids: ([], {})  # type: ignore[assignment]
+    original = running._admit_here
+    running._admit_here = lambda ids: ([], {})  # type: ignore[assignment]
     try:
         testing.perform_enqueued()
     finally:
-        step_body._admit_here = original
+        running._admit_here = original
     unsettled = session.scalars(select(Invocation).where(Invocation.settled_at.is_(None))).all()
     assert len(unsettled) == 3
 
