@@ -2,7 +2,7 @@
 concluded together.
 
 ``conclude_all`` is the set-based form of ``conclusion.conclude_body`` for the bodies that a
-worker hands to its process's next batch (those that wrote nothing: engine/step_body.py).
+worker hands to its process's next batch (those that wrote nothing: engine/running.py).
 Most of them end their action the common way: the body succeeded asking for nothing more
 (no children, waits, compensations or decision) and left its arguments as they were, in
 the last step of a performing action that is its lane's current one, is not outbound, and
