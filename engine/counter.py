@@ -3,6 +3,12 @@
 A counter only grows: it is added to in the transaction where the thing it counts happens,
 so it survives pruning the history, and a rollback takes its increment back with the rest.
 Prometheus' ``rate()`` needs exactly that (a total recomputed from prunable rows drops).
+
+On PostgreSQL a counter is kept in up to ``SHARDS`` rows, one per shard: a transaction adds
+to the shard of its server process (``pg_backend_pid()``), and a reading sums the shards.
+With one row, its lock was held by every completing batch until it committed, so the
+batches of two worker processes took turns (tests/test_counting_in_two_transactions_at_once_
+does_not_wait.py). One transaction adds to one shard only, in key order, as before.
 """
 
 from __future__ import annotations
@@ -12,9 +18,12 @@ from collections import Counter as Tally
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, String, Table, select
+from sqlalchemy import BigInteger, SmallInteger, String, Table, func, select
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.expression import ColumnElement
 
 from . import recordset
 from .db import Base
@@ -50,6 +59,31 @@ _EVENTS = {event for event, _ in EVENT_COUNTERS}
 COMPLETED = "stepwise_actions_completed_total"
 
 
+#: How many rows a counter may be spread over on PostgreSQL: a few more than the
+#: connections that complete actions at once in a typical deployment.
+SHARDS = 16
+#: The shard a PostgreSQL session adds to.
+SHARD_OF_SESSION = f"mod(pg_backend_pid(), {SHARDS})"  # not %: DDL texts go through psycopg's placeholders
+
+
+class ShardOfSession(ColumnElement[int]):
+    """The default of ``stepwise_counters.shard``: the session's shard on PostgreSQL, 0 on
+    SQLite (one writer at a time)."""
+
+    inherit_cache = True
+    type = SmallInteger()
+
+
+@compiles(ShardOfSession)
+def _no_shard(element: ShardOfSession, compiler: SQLCompiler, **kw: Any) -> str:
+    return "0"
+
+
+@compiles(ShardOfSession, "postgresql")
+def _shard_of_session(element: ShardOfSession, compiler: SQLCompiler, **kw: Any) -> str:
+    return SHARD_OF_SESSION
+
+
 class Counter(Base):
     __tablename__ = "stepwise_counters"
 
@@ -58,6 +92,8 @@ class Counter(Base):
     #: Its labels as compact JSON with sorted keys (``{"status":"failed"}``), or "" for none.
     labels: Mapped[str] = mapped_column(String(500), primary_key=True, default="")
     value: Mapped[int] = mapped_column(BigInteger, default=0)
+    #: Which of the counter's rows this is (``SHARDS``); written by its default only.
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True, server_default=ShardOfSession())
 
     def __repr__(self) -> str:
         return f"<Counter {self.name}{{{self.labels}}} {self.value}>"
@@ -99,7 +135,7 @@ def _write(session: Session, rows: list[dict[str, Any]]) -> None:
         return
     statement = sqlite.insert(COUNTER_TABLE).values(rows)
     statement = statement.on_conflict_do_update(
-        index_elements=[COUNTER_TABLE.c.name, COUNTER_TABLE.c.labels],
+        index_elements=[COUNTER_TABLE.c.name, COUNTER_TABLE.c.labels, COUNTER_TABLE.c.shard],
         set_={"value": COUNTER_TABLE.c.value + statement.excluded.value},
     )
     connection.execute(statement)
@@ -116,7 +152,7 @@ def _rows(increments: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
 
 
 #: An increment of a counter that exists adds to its value.
-ADD = "ON CONFLICT (name, labels) DO UPDATE SET value = stepwise_counters.value + excluded.value"
+ADD = "ON CONFLICT (name, labels, shard) DO UPDATE SET value = stepwise_counters.value + excluded.value"
 
 
 def count_events(session: Session, events: Iterable[Mapping[str, Any]]) -> None:
@@ -146,8 +182,11 @@ def event_rows(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def totals(session: Session) -> dict[str, list[tuple[dict[str, str], int]]]:
-    """Every counter's values, by name: (labels, value) for each label set."""
+    """Every counter's values, by name: (labels, value) for each label set, its shards
+    summed."""
     found: dict[str, list[tuple[dict[str, str], int]]] = {}
-    for name, labels, value in session.execute(select(Counter.name, Counter.labels, Counter.value)):
+    key = (Counter.name, Counter.labels)
+    rows = select(*key, func.sum(Counter.value)).group_by(*key).order_by(*key)
+    for name, labels, value in session.execute(rows):
         found.setdefault(name, []).append((json.loads(labels) if labels else {}, int(value)))
     return found
