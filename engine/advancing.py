@@ -88,7 +88,7 @@ WITH moving AS (
   SET current_step_index = moving.next_index, updated_at = now.at
   FROM moving, now
   WHERE action.id = moving.action_id AND action.id = ANY(ARRAY(SELECT action_id FROM moving))
-    AND action.status = now.performing
+    AND action.status IS NOT DISTINCT FROM now.performing
   RETURNING action.id, moving.next_index
 ), opened AS (
   INSERT INTO {_STEPS} (action_id, definition_index, status, pending_actions_count,

@@ -309,7 +309,7 @@ WITH ending AS (
       result = COALESCE(ending.result, action.result)
   FROM ending, now
   WHERE action.id = ending.action_id AND action.id = ANY(ARRAY(SELECT action_id FROM ending))
-    AND action.status = now.performing
+    AND action.status IS NOT DISTINCT FROM now.performing
   RETURNING action.id, ending.lane_id, ending.concurrency_key
 ), stepped AS (
   UPDATE {_STEPS} AS step
