@@ -191,6 +191,7 @@ class GroupCommit:
 
     @staticmethod
     def _run_all(session: Session, batch: list[Unit[Any]]) -> None:
+        db.plan_by_key(session)
         kinds: dict[Together, list[Unit[Any]]] = {}
         for unit in batch:
             unit.after_commit, unit.ready, unit.admissions, unit.result = [], [], [], None

@@ -138,6 +138,7 @@ def _run_claimed(claim: claiming.Claim) -> Ran:
         def in_own_session(session: Session) -> Outcome | None:
             outcome = run_with(session, step, action, row)
             if outcome.error is None and outcome.wrote:
+                db.plan_by_key(session)  # the body's own statements ran: the engine's follow
                 conclude_body(session, step_id, outcome)  # under the step's row lock
                 return None
             return outcome
@@ -156,6 +157,7 @@ def _run_leased(step_id: int, guess: ActorRef | None) -> Ran:
         if outcome is not None and outcome.error is None and (outcome.wrote or group_commit.shared().idle()):
             # A body that wrote commits its outcome with its writes; with no batch being
             # written, a transaction of its own costs no more than joining one.
+            db.plan_by_key(session)
             conclude_body(session, step_id, outcome, leased=True)
             return None
         return outcome  # to the next batch: rolled back, the lease released

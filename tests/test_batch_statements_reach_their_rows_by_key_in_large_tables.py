@@ -14,7 +14,15 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
-from engine import advancing, batch_conclusion, batch_spawning, claiming, founding, performance
+from engine import (
+    advancing,
+    batch_admission,
+    batch_conclusion,
+    batch_spawning,
+    claiming,
+    founding,
+    performance,
+)
 from engine.performance import Performance
 
 ROWS = 20_000
@@ -109,12 +117,13 @@ SENT: dict[str, Callable[[Session], object]] = {
 
 
 #: A batch's claims of the steps its worker runs (engine/claiming.py): their read and lock,
-#: and the claim.
+#: and the claim; and its admissions' read and lock of their invocations.
 CLAIMING: dict[str, Callable[[Session], object]] = {
     "claiming steps: the read": lambda session: claiming._lock(session, [1, 2]),
     "claiming steps: the claim": lambda session: session.execute(
         claiming._leased("postgresql"), {"ids": [1, 2], "until": None}
     ),
+    "admitting: the invocations' read": lambda session: batch_admission.lock_all(session, [1, 2]),
 }
 
 
