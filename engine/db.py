@@ -206,10 +206,30 @@ def plan_by_key(s: Session) -> None:
     invocations, steps, actions and lanes (37 million in 25 s), PostgreSQL's CPU per action
     1.2 ms against 0.7 ms with this. The setting ends with the transaction: it never
     reaches a step body's session, the studio's queries, or an application's own ones on a
-    shared engine. A statement with no index to serve it is still planned as a scan."""
+    shared engine; an action's callbacks, run in the batch, plan as usual
+    (``planned_as_usual``). A statement with no index to serve it is still planned as a
+    scan."""
     connection = s.connection()
     if connection.dialect.name == "postgresql":
         connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        s.info[_PLANNED_BY_KEY] = s.get_transaction()
+
+
+_PLANNED_BY_KEY = "stepwise.planned_by_key"
+
+
+@contextmanager
+def planned_as_usual(s: Session) -> Iterator[None]:
+    """Inside the block, a transaction that plans by key (``plan_by_key``) plans as
+    PostgreSQL does by default: for the user's code it runs (an action's callbacks run in
+    the batch that completes it), whose queries may need to read a table whole."""
+    if s.get_transaction() is None or s.info.get(_PLANNED_BY_KEY) is not s.get_transaction():
+        yield
+        return
+    connection = s.connection()
+    connection.exec_driver_sql("SET LOCAL enable_seqscan TO DEFAULT")
+    yield
+    connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
 
 
 def get_engine() -> Engine:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.orm import Session
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session, object_session
 
 import engine
-from engine import db, performance
+from engine import db, performance, status, testing
+from engine.completing import complete_action
 from engine.group_commit import GroupCommit
+from tests.domain import Car
 from tests.test_batch_statements_reach_their_rows_by_key_in_large_tables import (
     CLAIMING,
     SENT,
@@ -49,15 +51,12 @@ def test_a_batch_statement_planned_on_empty_tables_reads_none_whole(session: Ses
 @pytest.mark.postgresql_only
 def test_planning_by_key_ends_with_the_batchs_transaction() -> None:
     # Given a process's group commit, on a pool of connections
-    def setting(session: Session) -> str:
-        return str(session.scalar(text("SELECT current_setting('enable_seqscan')")))
-
     # When a batch reads the setting, and then plain sessions (a step body's, the studio's)
-    in_batch, _, _ = GroupCommit().run(setting)
+    in_batch, _, _ = GroupCommit().run(_setting)
     afterwards = set()
     for _ in range(12):  # the pool hands its connections out in turn: the batch's among them
         with engine.new_session() as plain:
-            afterwards.add(setting(plain))
+            afterwards.add(_setting(plain))
 
     # Then the batch planned without sequential scans, and nothing after it does
     assert in_batch == "off"
@@ -68,3 +67,42 @@ def test_planning_by_key_changes_nothing_on_sqlite(session: Session) -> None:
     # Given any backend, when a transaction asks to plan by key, then it goes on as before
     db.plan_by_key(session)
     assert session.scalar(text("SELECT 1")) == 1
+
+
+@pytest.mark.postgresql_only
+def test_an_actions_callbacks_in_a_batch_plan_as_postgresql_does_by_default(session: Session) -> None:
+    # Given an outbound action whose succeeded callback notes how its queries are planned
+    paint = engine.define(Car, "paint", outbound=True)
+    seen: list[str] = []
+
+    @paint.step
+    def order(car: Car, step: engine.StepContext) -> None:
+        pass
+
+    @paint.succeeded
+    def invoice(car: Car, action: engine.Action) -> None:
+        seen.append(_setting(object_session(car)))
+
+    car = Car()
+    session.add(car)
+    session.commit()
+    engine.later(car, "paint")
+    session.commit()
+    testing.drain()
+    action_id = session.scalars(select(engine.Action.id)).one()
+
+    # When a batch completes it, and goes on with its own statements
+    def work(batch: Session) -> str:
+        complete_action(batch, batch.get(engine.Action, action_id), status.SUCCEEDED)
+        return _setting(batch)
+
+    after, _, _ = GroupCommit().run(work)
+
+    # Then the user's callback planned as usual (its queries may need to read a table
+    # whole), and the batch's statements after it by key again
+    assert (seen, after) == (["on"], "off")
+
+
+def _setting(session: Session | None) -> str:
+    assert session is not None
+    return str(session.scalar(text("SELECT current_setting('enable_seqscan')")))
