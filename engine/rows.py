@@ -4,10 +4,11 @@ The reads a worker makes for nearly every action (a step's lease; in a batch, th
 invocations it admits with their parents' actions, the actors they are on, the steps it
 concludes with their actions, the actions of the parents that move on, the lanes it
 locks, the waiting steps it decrements) cost far more CPU through the ORM than through the
-driver: SQLAlchemy's execution, result and loading layers around a short statement. On PostgreSQL a ``Reader`` sends such a
-statement through psycopg itself and makes the objects from each row as loading would: a
-new instance, its columns set, its identity given, persistent and unchanged in the
-session, its relationships loaded on access as usual. A lease cost a thread ~570 µs of
+driver: SQLAlchemy's execution, result and loading layers around a short statement. On
+PostgreSQL a ``Reader`` sends such a statement through psycopg itself and makes the
+objects from each row as loading would: a new instance, its columns set, its identity
+given, persistent and unchanged in the session, its relationships loaded on access as
+usual. A lease cost a thread ~570 µs of
 CPU so against ~700 µs through the ORM (``bench/lease.py``). Values selected after the
 classes' columns come with the objects.
 
