@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.common import ROOT, say
-from engine.cli import WORKER_THREADS
+from engine import db
+from engine.cli import WORKER_THREADS, default_pool_size
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -162,7 +163,8 @@ class Workers:
             variable: self.broker_url,
             "PYTHONUNBUFFERED": "1",
             "STEPWISE_BENCH_COUNTS": str(self.counts_dir),
-            "STEPWISE_BENCH_POOL": str(self.threads + 2),
+            # The connections of each process, as `stepwise worker` sets them.
+            db.POOL_SIZE_VARIABLE: str(default_pool_size(self.processes, self.threads)),
             **self.extra_env,
         }
         command = [

@@ -7,7 +7,8 @@ A tree is one root ``grow`` whose first step starts three ``leaf`` children in p
 
 Environment, read at import in the workers:
 
-- ``DATABASE_URL``: configure the engine (pool of ``STEPWISE_BENCH_POOL`` connections).
+- ``DATABASE_URL``: configure the engine (pool of ``STEPWISE_POOL_SIZE`` connections, as
+  ``stepwise worker`` sets it).
 - ``STEPWISE_BENCH_COUNTS``: a directory; count the SQL statements, commits, rollbacks and
   pool pings of this process with SQLAlchemy event listeners, and write the totals to
   ``<dir>/<pid>.json`` (rewritten every 0.2 s while they change).
@@ -184,4 +185,4 @@ if os.environ.get("STEPWISE_BENCH_COUNTS"):
     ).start()
 
 if os.environ.get("DATABASE_URL"):
-    engine.configure(pool_size=int(os.environ.get("STEPWISE_BENCH_POOL", "20")), max_overflow=20)
+    engine.configure()

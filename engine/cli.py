@@ -158,15 +158,22 @@ def sweep(every: float | None, grace: float, database_url: str | None) -> int:
 #: long an idle Redis consumer waits on its doorbell before it fetches again (the wait of a
 #: message sent without a ring). Dramatiq's own default is 1000 ms.
 IDLE_POLL_MS = 100
-#: ``stepwise worker --threads``: threads per process. Threads mostly wait on PostgreSQL, and
-#: the more of them a process runs, the more transitions share each group-commit batch:
-#: measured with bench/throughput.py on 2 cores, 32 threads drain about twice the actions
-#: per second of Dramatiq's default 8, at half the CPU per action (64 drain fewer again).
-WORKER_THREADS = 32
-#: Each thread may hold a connection: by default one machine's worker processes run this
-#: many threads in all (``default_threads``), within PostgreSQL's default max_connections
-#: of 100 with room for the studio and the clock, and never fewer than Dramatiq's 8 each.
-MACHINE_THREADS = 64
+#: ``stepwise worker --threads``: threads per process. Threads mostly wait for the group-commit
+#: batch their transition is in (a thread waits for its own transition to commit before its
+#: message is acknowledged), so the more of them a process runs, the more transitions share
+#: each batch: measured with bench/throughput.py on 2 cores, 64 threads drained 1.4x the
+#: actions per second of 32, at 0.7x the worker CPU and 0.6x the PostgreSQL CPU per action
+#: (128 exceed redis-py's 100 connections per process, and slow raw Dramatiq by half).
+WORKER_THREADS = 64
+#: By default one machine's worker processes run this many threads in all
+#: (``default_threads``), never fewer than Dramatiq's 8 each.
+MACHINE_THREADS = 128
+#: By default one machine's worker processes keep at most this many database connections in
+#: all, + 2 each (``default_pool_size``): within PostgreSQL's default max_connections of 100
+#: with room for the studio and the clock. A thread holds one only while a step body or a
+#: transition of its own runs, never while it waits for a batch, so threads beyond the pool
+#: wait their turn for a connection only when their bodies query at once.
+MACHINE_CONNECTIONS = 64
 #: The environment variable Dramatiq reads its worker timeout from (lower case, its name).
 WORKER_TIMEOUT_VARIABLE = "dramatiq_worker_timeout"
 
@@ -180,8 +187,8 @@ WORKER_TIMEOUT_VARIABLE = "dramatiq_worker_timeout"
     type=click.IntRange(min=1),
     metavar="N",
     help=(
-        f"threads per process, each with a database connection (default {MACHINE_THREADS} ÷ "
-        f"processes, from 8 to {WORKER_THREADS}: {WORKER_THREADS} for 2 processes)"
+        f"threads per process (default {MACHINE_THREADS} ÷ processes, from 8 to "
+        f"{WORKER_THREADS}: {WORKER_THREADS} for 2 processes)"
     ),
 )
 @click.option(
@@ -204,13 +211,14 @@ def worker(modules: tuple[str, ...], processes: int | None, threads: int | None,
     Redis consumer waits on its queue's doorbell, rung by every message the engine sends, for
     up to --idle-poll milliseconds (Dramatiq's worker timeout) before it fetches again.
 
-    Each process keeps up to --threads + 2 PostgreSQL connections (STEPWISE_POOL_SIZE): a
-    thread holds one while a step body runs, and the process's shared batch one more.
+    Each process keeps at most 64 ÷ processes (from 8), or --threads if fewer, + 2 PostgreSQL
+    connections (STEPWISE_POOL_SIZE): a thread holds one while a step body runs, and the
+    process's shared batch one more; a thread that finds none free waits for one.
     """
     require_broker("stepwise worker")
     threads = threads or default_threads(processes)
     os.environ[WORKER_TIMEOUT_VARIABLE] = str(idle_poll)
-    os.environ.setdefault(db.POOL_SIZE_VARIABLE, str(threads + 2))
+    os.environ.setdefault(db.POOL_SIZE_VARIABLE, str(default_pool_size(processes, threads)))
     os.execv(sys.executable, worker_command(modules, processes, threads))
 
 
@@ -219,6 +227,14 @@ def default_threads(processes: int | None) -> int:
     (Dramatiq runs one per CPU by default), from 8 to ``WORKER_THREADS`` each."""
     count = processes or multiprocessing.cpu_count()
     return max(8, min(WORKER_THREADS, MACHINE_THREADS // max(count, 1)))
+
+
+def default_pool_size(processes: int | None, threads: int) -> int:
+    """Connections per process when ``STEPWISE_POOL_SIZE`` is not set: ``MACHINE_CONNECTIONS``
+    shared by the processes (from 8 each), no more than its threads, + 2 (the shared batch,
+    and a transition of the process's own: a claim's keeper, a give-up)."""
+    count = processes or multiprocessing.cpu_count()
+    return min(threads, max(8, MACHINE_CONNECTIONS // max(count, 1))) + 2
 
 
 def worker_command(modules: tuple[str, ...], processes: int | None, threads: int | None) -> list[str]:

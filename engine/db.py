@@ -23,9 +23,11 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, SessionTransaction,
 from . import clock, pg_connection, sqlite_connection
 
 DEFAULT_URL = "sqlite:///stepwise.db"
-#: The environment variable holding the connection pool's size: ``stepwise worker`` sets it
-#: to its threads + 2, since each thread may hold a connection while a body runs, and the
-#: process's group-commit batch takes one more.
+#: The environment variable holding the most connections a process opens (its pool, with no
+#: overflow): ``stepwise worker`` sets it (engine/cli.py, ``default_pool_size``). A thread
+#: holds a connection while a body of its own runs, and the process's group-commit batch
+#: holds one; no thread waits for a batch holding one, so a pool smaller than the threads
+#: makes bodies that query wait their turn, never a deadlock.
 POOL_SIZE_VARIABLE = "STEPWISE_POOL_SIZE"
 
 #: Primary keys are BIGINT on PostgreSQL and INTEGER (the rowid) on SQLite.
@@ -70,6 +72,7 @@ def configure(target: str | Engine | None = None, **engine_options: Any) -> Engi
             engine_options.setdefault("connect_args", {"timeout": 30})
         elif os.environ.get(POOL_SIZE_VARIABLE):
             engine_options.setdefault("pool_size", pool_size_from_environment())
+            engine_options.setdefault("max_overflow", 0)
         engine = create_engine(url, **engine_options)
         if engine.dialect.name == "postgresql" and not engine_options.get("pool_pre_ping"):
             ping_when_idle(engine)

@@ -165,16 +165,22 @@ def test_worker_runs_dramatiq_on_the_engine_jobs_and_the_given_modules(
 
 
 @pytest.mark.parametrize(
-    ("cpus", "arguments", "processes", "threads"),
+    ("cpus", "arguments", "processes", "threads", "pool"),
     [
-        (2, [], None, 32),  # two processes (one per CPU): 32 threads each
-        (4, [], None, 16),  # four: 64 threads in all
-        (16, [], None, 8),  # never fewer than Dramatiq's 8
-        (16, ["-p", "2"], "2", 32),  # the processes given, not the CPUs, share the threads
+        (2, [], None, 64, 34),  # two processes (one per CPU): 64 threads, 32 + 2 connections each
+        (4, [], None, 32, 18),  # four: 128 threads, 64 + 8 connections in all
+        (16, [], None, 8, 10),  # never fewer than Dramatiq's 8 threads, nor 8 + 2 connections
+        (16, ["-p", "2"], "2", 64, 34),  # the processes given, not the CPUs, share them
+        (2, ["-t", "4"], None, 4, 6),  # no more connections than threads + 2
     ],
 )
-def test_worker_shares_64_threads_among_its_processes_each_thread_with_a_connection(
-    monkeypatch: pytest.MonkeyPatch, cpus: int, arguments: list[str], processes: str | None, threads: int
+def test_worker_shares_128_threads_and_64_connections_among_its_processes(
+    monkeypatch: pytest.MonkeyPatch,
+    cpus: int,
+    arguments: list[str],
+    processes: str | None,
+    threads: int,
+    pool: int,
 ) -> None:
     started: list[list[str]] = []
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
@@ -189,12 +195,12 @@ def test_worker_shares_64_threads_among_its_processes_each_thread_with_a_connect
     monkeypatch.delenv(db.POOL_SIZE_VARIABLE, raising=False)
     with pytest.raises(SystemExit):
         cli.main(["worker", *arguments])
-    # Threads mostly wait on PostgreSQL: more of them share each group-commit batch; one
-    # machine's workers hold ~64 connections by default, within PostgreSQL's default 100.
+    # Threads mostly wait for their group-commit batch: more of them share each batch.
     given = ["--processes", processes] if processes else []
     assert started == [[sys.executable, "-m", "dramatiq", "engine.jobs", *given, "--threads", str(threads)]]
-    # Each thread may hold a connection while a body runs, and the shared batch one more.
-    assert os.environ[db.POOL_SIZE_VARIABLE] == str(threads + 2)
+    # A thread holds a connection only while its body runs, and the shared batch one more:
+    # one machine's workers keep ~64 connections, within PostgreSQL's default 100.
+    assert os.environ[db.POOL_SIZE_VARIABLE] == str(pool)
     # An idle Redis worker fetches again at least every 100 ms (Dramatiq's own default: 1000 ms).
     assert os.environ[cli.WORKER_TIMEOUT_VARIABLE] == "100"
 

@@ -139,13 +139,14 @@ def test_a_connection_lost_during_the_commit_is_not_run_again(pool: Engine, url:
 def test_the_pool_holds_the_connections_the_environment_names(
     url: str, database: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a worker's environment (stepwise worker sets it to its threads + 2)
+    # Given a worker's environment (stepwise worker sets it: engine/cli.py)
     monkeypatch.setenv(db.POOL_SIZE_VARIABLE, "34")
     # When the engine is configured from it
     sa_engine = db.configure(url)
     try:
-        # Then 34 threads can each hold a connection without waiting for another
+        # Then the process keeps 34 connections, and opens no more: a bound, no overflow
         assert sa_engine.pool.size() == 34  # type: ignore[attr-defined]
+        assert sa_engine.pool._max_overflow == 0  # type: ignore[attr-defined]
     finally:
         sa_engine.dispose()
         db.configure(database)

@@ -20,14 +20,16 @@ from sqlalchemy import BigInteger, Row, String, func, insert, text, update
 from sqlalchemy.orm import Mapped, Session, mapped_column, object_session
 
 import engine
-from engine import StepContext
+from engine import StepContext, db
 
 
 def configure_worker() -> None:
-    """In a worker process (``DATABASE_URL`` set): a pool for its threads, and
+    """In a worker process (``DATABASE_URL`` set): a pool of 10 connections for its threads
+    unless ``STEPWISE_POOL_SIZE`` names another (a bound, as for ``stepwise worker``), and
     ``kill -USR1 <worker pid>`` writes every thread's stack to the worker's log."""
     if os.environ.get("DATABASE_URL"):
-        engine.configure(pool_size=10)
+        os.environ.setdefault(db.POOL_SIZE_VARIABLE, "10")
+        engine.configure()
         faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
