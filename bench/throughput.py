@@ -1,7 +1,7 @@
 """Engine throughput and overhead on PostgreSQL + Redis with ``dramatiq`` worker processes,
 side by side with raw Dramatiq on the same broker and the same worker processes.
 
-    .venv/bin/python bench/throughput.py [--trees 2000] [--processes 2] [--threads 32]
+    .venv/bin/python bench/throughput.py [--trees 2000] [--processes 2] [--threads 64]
 
 Prints trees/s, actions/s, CPU seconds per action of the workers and of PostgreSQL, the
 SQL statements and transactions per action (counted in every worker process), the peak

@@ -2,7 +2,7 @@
 PostgreSQL with ``dramatiq`` worker processes, on Redis and on RabbitMQ.
 
     .venv/bin/python bench/workflows.py [--broker redis|rabbitmq|both] [--runs 500]
-                                        [--batch 200] [--processes 2] [--threads 32]
+                                        [--batch 200] [--processes 2] [--threads 64]
 
 - **Pipeline, one at a time**: ``later(tree, "pipeline", n)`` (five steps, each returning
   what the one before returned plus one) until it succeeded, p50/p99.
