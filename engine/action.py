@@ -47,13 +47,24 @@ class Action(Timestamps, Base):
         Index("ix_stepwise_actions_tree", "root_id"),
         Index("ix_stepwise_actions_roots", "root", "id"),
         Index("ix_stepwise_actions_concurrency_key", "concurrency_key", "id"),
-        Index("ix_stepwise_actions_checksum_key", "checksum_key"),
         Index("ix_stepwise_actions_created_at", "created_at"),
         # Metrics: actions by status and name as an index-only scan, and the recent window
-        # of starts (queue latency) and of completions (durations).
+        # of starts (queue latency) and of completions (durations). Those two hold only the
+        # actions that started or completed: a new action's row and its start's new version
+        # are not written to an index that every query of it reads past (migration 0015).
         Index("ix_stepwise_actions_status_name", "status", "name"),
-        Index("ix_stepwise_actions_started_at", "started_at"),
-        Index("ix_stepwise_actions_completed_at", "completed_at"),
+        Index(
+            "ix_stepwise_actions_started_at",
+            "started_at",
+            sqlite_where=text("started_at IS NOT NULL"),
+            postgresql_where=text("started_at IS NOT NULL"),
+        ),
+        Index(
+            "ix_stepwise_actions_completed_at",
+            "completed_at",
+            sqlite_where=text("completed_at IS NOT NULL"),
+            postgresql_where=text("completed_at IS NOT NULL"),
+        ),
         # A lane's live members, oldest first (admission, advancing, the studio's queues):
         # only incomplete actions, so a lane that never drains is not slowed by the
         # completed and superseded work of its key.

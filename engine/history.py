@@ -38,8 +38,6 @@ class ActionEvent(Base):
         Index("ix_stepwise_action_events_action", "action_id", "id"),
         # Reading one whole tree's history in order.
         Index("ix_stepwise_action_events_tree", "root_id", "id"),
-        # Metrics count retries and sweeper recoveries by event and cause.
-        Index("ix_stepwise_action_events_event", "event", "cause"),
         {"sqlite_autoincrement": True},
     )
 

@@ -37,6 +37,8 @@ PARTIAL_INDEXES = {
     "ix_stepwise_actions_lane",
     "uq_stepwise_actions_one_performing_per_lane",
     "ix_stepwise_actions_error_class",
+    "ix_stepwise_actions_started_at",
+    "ix_stepwise_actions_completed_at",
     "ix_stepwise_invocations_due_waits",
     "ix_stepwise_signals_inbox",
     "ix_stepwise_invocations_skipped",

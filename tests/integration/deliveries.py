@@ -17,7 +17,7 @@ from sqlalchemy.exc import DBAPIError
 import engine
 from engine import db
 from tests.integration.brokers import BrokerServer
-from tests.integration.harness import WorkerGroup, wait_until_ready, worker_env
+from tests.integration.harness import WorkerGroup, running, worker_env
 from tests.integration.workload import CRATES, Crate, Truck, WorkloadBase
 
 PROCESSES = 2
@@ -41,13 +41,8 @@ def workers(
         threads=THREADS,
         options=("--worker-shutdown-timeout", "10000"),
     )
-    try:
-        group.start()
-        wait_until_ready([group])
+    with running(group):
         yield group
-    finally:
-        group.stop()
-        print(f"\nworker log: {group.log}")
 
 
 @pytest.fixture

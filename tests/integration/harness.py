@@ -176,6 +176,18 @@ class WorkerGroup:
             stop_group(self.process, seconds)
 
 
+@contextlib.contextmanager
+def running(group: WorkerGroup) -> Iterator[WorkerGroup]:
+    """``group`` started and ready, stopped at the end (its log's path printed)."""
+    try:
+        group.start()
+        wait_until_ready([group])
+        yield group
+    finally:
+        group.stop()
+        print(f"\nworker log: {group.log}")
+
+
 def wait_until_ready(groups: Sequence[WorkerGroup], seconds: float = 30.0) -> None:
     """Until every group's worker processes are ready; fails at once if a group exits."""
     deadline = time.monotonic() + seconds

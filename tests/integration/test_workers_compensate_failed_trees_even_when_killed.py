@@ -22,7 +22,14 @@ from engine import db, status, sweeper
 from engine.models import Action, Compensation
 from tests.integration.brokers import BrokerServer
 from tests.integration.compensation_workload import CompensationBase, Parcel, Undo
-from tests.integration.harness import WorkerGroup, fresh_database, wait_for, wait_until_ready, worker_env
+from tests.integration.harness import (
+    WorkerGroup,
+    fresh_database,
+    running,
+    wait_for,
+    wait_until_ready,
+    worker_env,
+)
 
 PARCELS = 6
 
@@ -48,13 +55,8 @@ def parcel_workers(
         processes=2,
         threads=4,
     )
-    try:
-        group.start()
-        wait_until_ready([group])
+    with running(group):
         yield group
-    finally:
-        group.stop()
-        print(f"\nworker log: {group.log}")
 
 
 @pytest.fixture

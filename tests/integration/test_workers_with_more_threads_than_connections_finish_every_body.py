@@ -26,7 +26,7 @@ from engine import db, status
 from engine.models import Action, Invocation
 from tests.integration.brokers import BrokerServer
 from tests.integration.deliveries import deliver, given_trucks
-from tests.integration.harness import WorkerGroup, fresh_database, wait_until_ready, worker_env
+from tests.integration.harness import WorkerGroup, fresh_database, running, worker_env
 from tests.integration.progress import wait_until_settled
 from tests.integration.workload import Truck, WorkloadBase
 
@@ -65,13 +65,8 @@ def workers(
         threads=THREADS,
         options=("--worker-shutdown-timeout", "10000"),
     )
-    try:
-        group.start()
-        wait_until_ready([group])
+    with running(group):
         yield group
-    finally:
-        group.stop()
-        print(f"\nworker log: {group.log}")
 
 
 def test_a_burst_of_writing_bodies_ends_with_more_threads_than_connections(
