@@ -22,6 +22,9 @@ class SqlCounts:
     #: Group commit: batches committed, and the transitions in them.
     batches: int = 0
     batched: int = 0
+    #: The garbage collector's runs, and their time in seconds.
+    collections: int = 0
+    gc_seconds: float = 0.0
 
     @classmethod
     def between(cls, before: Counter[str], after: Counter[str]) -> SqlCounts:
@@ -37,6 +40,8 @@ class SqlCounts:
             delta["connect"],
             delta["batches"],
             delta["batched"],
+            delta["gc"],
+            delta["gc_us"] / 1e6,
         )
 
     @property

@@ -34,7 +34,7 @@ def run(url: str, trees: int, warmup: int, profile: str | None) -> list[tuple[st
     import engine
     from bench import workload
     from bench.workload import ACTIONS_PER_TREE, Tree
-    from engine import config, db, testing
+    from engine import config, db, testing, worker_gc
     from engine.action import Action
 
     common.create_schema(url)
@@ -54,6 +54,7 @@ def run(url: str, trees: int, warmup: int, profile: str | None) -> list[tuple[st
         testing.drain()
 
     grow(warmup, 1)
+    worker_gc.tune(worker_gc.threshold())  # as a worker process does once it booted
     before = workload.snapshot()
     database = common.database_name(url)
     pg_before = postgres_cpu(database)

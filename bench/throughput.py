@@ -189,6 +189,11 @@ def engine_rows(run: EngineRun, label: str = "") -> list[tuple[str, str, str]]:
         (f"{label}actions/s", f"{run.actions_per_second:.1f}", ""),
         (f"{label}worker CPU s/action", f"{per(run.worker_cpu) * 1000:.2f} ms", "all worker processes"),
         (
+            f"{label}garbage collection",
+            f"{100 * sql.gc_seconds / run.worker_cpu:.1f}%" if run.worker_cpu else "-",
+            f"of the workers' CPU: {sql.collections} collections, {sql.gc_seconds:.2f} s",
+        ),
+        (
             f"{label}PostgreSQL CPU s/action",
             f"{per(run.postgres_cpu.total) * 1000:.2f} ms",
             f"every postgres process; this database's backends alone: "

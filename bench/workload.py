@@ -10,7 +10,8 @@ Environment, read at import in the workers:
 - ``DATABASE_URL``: configure the engine (pool of ``STEPWISE_POOL_SIZE`` connections, as
   ``stepwise worker`` sets it).
 - ``STEPWISE_BENCH_COUNTS``: a directory; count the SQL statements, commits, rollbacks and
-  pool pings of this process with SQLAlchemy event listeners, and write the totals to
+  pool pings of this process with SQLAlchemy event listeners, and the garbage collector's
+  runs and time with its callbacks, and write the totals to
   ``<dir>/<pid>.json`` (rewritten every 0.2 s while they change).
 - ``STEPWISE_BENCH_ENGINE_LOG``: the level of the ``stepwise`` logger (Dramatiq's default
   is INFO: one log line per history event).
@@ -18,6 +19,7 @@ Environment, read at import in the workers:
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -124,7 +126,8 @@ def _add(key: str) -> None:
 
 def install_counters() -> None:
     """Count what SQLAlchemy sends: statements by their first keyword, commits, rollbacks,
-    savepoints; and the pool's checkouts and new connections."""
+    savepoints; the pool's checkouts and new connections; the garbage collector's runs and
+    their time."""
 
     @event.listens_for(Engine, "before_cursor_execute")
     def _statement(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
@@ -147,6 +150,23 @@ def install_counters() -> None:
     def _connect(dbapi_connection: Any, record: Any) -> None:
         _add("connect")
 
+    gc.callbacks.append(_time_collections)
+
+
+#: The garbage collector's runs and their CPU time (µs, of the thread a run interrupts),
+#: kept apart from ``_counts``: a collection may start inside ``_lock`` (any allocation), so
+#: its callback takes no lock; one collection runs at a time, holding the GIL.
+_collections = {"gc": 0, "gc_us": 0, "since": 0}
+
+
+def _time_collections(phase: str, info: dict[str, Any]) -> None:
+    now = time.thread_time_ns()
+    if phase == "start":
+        _collections["since"] = now
+    else:
+        _collections["gc"] += 1
+        _collections["gc_us"] += (now - _collections["since"]) // 1000
+
 
 def snapshot() -> dict[str, int]:
     """The counters, with the group commit's: batches committed, transitions in them."""
@@ -154,6 +174,7 @@ def snapshot() -> dict[str, int]:
 
     with _lock:
         counts = dict(_counts)
+    counts["gc"], counts["gc_us"] = _collections["gc"], _collections["gc_us"]
     group = group_commit.shared()
     counts["batches"], counts["batched"] = group.batches, group.transitions
     return counts

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from . import clock, config, db
 from .redis_doorbell import DoorbellRedisBroker
+from .worker_gc import WorkerGc
 
 log = logging.getLogger("stepwise")
 
@@ -64,10 +65,13 @@ _configured = False
 
 
 def setup() -> dramatiq.Broker:
-    """Install the environment's broker as Dramatiq's global broker, once per process."""
+    """Install the environment's broker as Dramatiq's global broker, once per process, with
+    the middleware that tunes a worker process's garbage collector (engine/worker_gc.py)."""
     global _configured
     if not _configured:
-        dramatiq.set_broker(from_environment())
+        broker = from_environment()
+        broker.add_middleware(WorkerGc())
+        dramatiq.set_broker(broker)
         _configured = True
     return dramatiq.get_broker()
 
