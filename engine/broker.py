@@ -20,7 +20,7 @@ from dramatiq.brokers.stub import StubBroker
 from sqlalchemy import event
 from sqlalchemy.orm import Session, SessionTransaction
 
-from . import clock, config, db
+from . import clock, commit_buffers, config
 from .redis_doorbell import DoorbellRedisBroker
 from .worker_gc import WorkerGc
 
@@ -41,7 +41,7 @@ PERFORM_ATTEMPT = "stepwise.perform_attempt"
 CHECK_ATTEMPT = "stepwise.check_attempt"
 
 _AFTER_COMMIT = "stepwise.after_commit"
-db.COMMIT_BUFFERS.add(_AFTER_COMMIT)
+commit_buffers.COMMIT_BUFFERS.add(_AFTER_COMMIT)
 _READY = "stepwise.ready_steps"
 _ADMISSIONS = "stepwise.ready_admissions"
 _OPENED = "stepwise.opened_steps"
@@ -212,7 +212,7 @@ def send(job: str | Any, *args: Any, delay: timedelta | None = None) -> None:
 
 @event.listens_for(Session, "after_commit")
 def _send_after_commit(session: Session) -> None:
-    if db.in_savepoint(session):
+    if commit_buffers.in_savepoint(session):
         return  # a SAVEPOINT released: the transaction has not committed yet
     callbacks = session.info.pop(_AFTER_COMMIT, None)
     for callback in callbacks or ():

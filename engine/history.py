@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import JSON, BigInteger, Index, String, Table, event, insert
 from sqlalchemy.orm import Mapped, Session, SessionTransaction, mapped_column
 
-from . import clock, counter, db, recordset
+from . import clock, commit_buffers, counter, recordset
 from .db import Base, Id
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _level(event: str, data: dict[str, Any]) -> int:
 
 
 _PENDING = "stepwise.history"
-db.COMMIT_BUFFERS.add(_PENDING)
+commit_buffers.COMMIT_BUFFERS.add(_PENDING)
 EVENTS = cast(Table, ActionEvent.__table__)
 
 
@@ -135,7 +135,7 @@ def write_pending(session: Session) -> None:
 
 @event.listens_for(Session, "before_commit")
 def _write_before_commit(session: Session) -> None:
-    if not db.in_savepoint(session):  # written once, at the root's commit
+    if not commit_buffers.in_savepoint(session):  # written once, at the root's commit
         write_pending(session)
 
 

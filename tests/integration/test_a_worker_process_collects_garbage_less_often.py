@@ -33,7 +33,7 @@ def reported(
 ) -> dict[str, list[int]]:
     """What a worker process booted with ``STEPWISE_GC_THRESHOLD=setting`` (None: unset)
     reports of its collector."""
-    env = {**worker_env(database_url, server)}
+    env = worker_env(database_url, server)
     env.pop(worker_gc.THRESHOLD_VARIABLE, None)
     if setting is not None:
         env[worker_gc.THRESHOLD_VARIABLE] = setting
