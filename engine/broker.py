@@ -10,8 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -52,7 +51,7 @@ def from_environment() -> dramatiq.Broker:
     """``REDIS_URL``, then ``RABBITMQ_URL``, else Dramatiq's in-memory stub broker."""
     redis_url = os.environ.get("REDIS_URL")
     if redis_url:
-        return DoorbellRedisBroker(url=redis_url)  # type: ignore[no-untyped-call]
+        return DoorbellRedisBroker(url=redis_url)
     rabbitmq_url = os.environ.get("RABBITMQ_URL")
     if rabbitmq_url:
         from dramatiq.brokers.rabbitmq import RabbitmqBroker
@@ -122,43 +121,51 @@ def admit_soon(session: Session, invocation_id: int) -> None:
         after_commit(session, lambda: target.append(invocation_id))
 
 
-@contextmanager
-def admitting_here(session: Session, admissions: list[int]) -> Iterator[None]:
+def admitting_here(session: Session, admissions: list[int]) -> Redirected:
     """Inside the block, invocations due for admission in ``session`` go to ``admissions``."""
-    with _redirected(session, {_ADMISSIONS: admissions}):
-        yield
+    return Redirected(session, {_ADMISSIONS: admissions})
 
 
-@contextmanager
 def collecting(
     session: Session,
     callbacks: list[Callable[[], Any]],
     steps: list[int],
     admissions: list[int],
     opened: list[int],
-) -> Iterator[None]:
+) -> Redirected:
     """Inside the block, what ``after_commit``, ``ready_after_commit`` and ``admit_soon``
     register in ``session`` goes to ``callbacks``, ``steps`` (and ``opened``, at once) and
     ``admissions``: one transition's share of a transaction that several share
     (engine/group_commit.py)."""
     lists: dict[str, list[Any]] = {_AFTER_COMMIT: callbacks, _READY: steps, _ADMISSIONS: admissions}
     lists[_OPENED] = opened
-    with _redirected(session, lists):
-        yield
+    return Redirected(session, lists)
 
 
-@contextmanager
-def _redirected(session: Session, lists: dict[str, list[Any]]) -> Iterator[None]:
-    saved = {key: session.info.get(key) for key in lists}
-    session.info.update(lists)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
+class Redirected:
+    """A context in which ``session.info`` holds ``lists`` under their keys, and what it
+    held before afterwards. (A class, not a generator: a batch enters one per transition it
+    holds, several times over.)"""
+
+    __slots__ = ("info", "lists", "saved")
+
+    def __init__(self, session: Session, lists: dict[str, list[Any]]) -> None:
+        self.info = session.info
+        self.lists = lists
+        self.saved: dict[str, Any] = {}
+
+    def __enter__(self) -> None:
+        info = self.info
+        self.saved = {key: info.get(key) for key in self.lists}
+        info.update(self.lists)
+
+    def __exit__(self, *exc: object) -> None:
+        info = self.info
+        for key, value in self.saved.items():
             if value is None:
-                session.info.pop(key, None)
+                info.pop(key, None)
             else:
-                session.info[key] = value
+                info[key] = value
 
 
 def run_callback(callback: Callable[[], Any]) -> None:
@@ -196,18 +203,40 @@ def enqueue(
 def send(job: str | Any, *args: Any, delay: timedelta | None = None) -> None:
     """Send a message now to ``job``: an engine job by message name, or a Dramatiq actor."""
     broker = dramatiq.get_broker()
-    due = clock.now() + (delay or timedelta())
-    options = {"stepwise_due": due.isoformat(), "stepwise_seq": next(_sequence)}
     message: dramatiq.Message[Any]
     if isinstance(job, str):
-        if QUEUE not in broker.get_declared_queues():
-            broker.declare_queue(QUEUE)
-        message = dramatiq.Message(queue_name=QUEUE, actor_name=job, args=args, kwargs={}, options=options)
+        message = _message(broker, job, args, delay)
     else:
         if job.actor_name not in broker.get_declared_actors():
             broker.declare_actor(job)
-        message = job.message_with_options(args=args, **options)
+        message = job.message_with_options(args=args, **_options(delay))
     broker.enqueue(message, delay=int(delay.total_seconds() * 1000) if delay else None)
+
+
+def send_all(job: str, arguments: Sequence[tuple[Any, ...]]) -> None:
+    """Send a message now to the engine job ``job`` for each tuple of ``arguments``: on
+    Redis in one round trip (engine/redis_doorbell.py), elsewhere one by one."""
+    broker = dramatiq.get_broker()
+    messages = [_message(broker, job, args, None) for args in arguments]
+    if isinstance(broker, DoorbellRedisBroker):
+        broker.enqueue_all(messages)
+    else:
+        for message in messages:
+            broker.enqueue(message)
+
+
+def _message(
+    broker: dramatiq.Broker, job: str, args: tuple[Any, ...], delay: timedelta | None
+) -> dramatiq.Message[Any]:
+    if QUEUE not in broker.get_declared_queues():
+        broker.declare_queue(QUEUE)
+    return dramatiq.Message(queue_name=QUEUE, actor_name=job, args=args, kwargs={}, options=_options(delay))
+
+
+def _options(delay: timedelta | None) -> dict[str, Any]:
+    """What the engine's messages carry: when they are due, and their order of sending."""
+    due = clock.now() + (delay or timedelta())
+    return {"stepwise_due": due.isoformat(), "stepwise_seq": next(_sequence)}
 
 
 @event.listens_for(Session, "after_commit")

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy.orm import Session
@@ -90,12 +89,10 @@ class Unit(Generic[T]):
         self.claim_ready = claim_ready
         self.claims: dict[int, Any] = {}
 
-    @contextmanager
-    def collecting(self, session: Session) -> Iterator[None]:
+    def collecting(self, session: Session) -> broker.Redirected:
         """Inside the block, the broker messages, ready steps and due admissions ``session``
         registers are this unit's (a ``together`` function enters it for each item)."""
-        with broker.collecting(session, self.after_commit, self.ready, self.admissions, self.opened):
-            yield
+        return broker.collecting(session, self.after_commit, self.ready, self.admissions, self.opened)
 
 
 #: Runs the items of several units at once in a batch's session; it enters each unit's

@@ -6,10 +6,12 @@ sent to an idle worker waited half a sleep on average before it was fetched: on 
 one-step action, about 5 ms of a 25 ms p50 (``bench/latency.py``).
 
 Here every message sent also pushes a ring onto its queue's doorbell (a Redis list kept
-to a few entries), in the same round trip, and a consumer whose fetch finds nothing waits
+to a few entries), in the same script call (``ENQUEUE_AND_RING``, which also sends several
+messages of one queue at once: ``enqueue_all``), and a consumer whose fetch finds nothing waits
 on that list with ``BLPOP`` (up to the worker timeout) instead of sleeping, so it fetches
-as soon as a message is sent. The doorbell carries nothing: the queue itself is unchanged,
-messages are still fetched, acknowledged and recovered by Dramatiq's own scripts, and a
+as soon as a message is sent. The doorbell carries nothing: the queue itself is unchanged
+(each message stored as Dramatiq's dispatch script stores it, and fetched, acknowledged and
+recovered by that script), and a
 ring that is lost or never sent (a message enqueued by a plain ``RedisBroker``) costs at
 most the wait Dramatiq's polling would have had. An idle worker makes one Redis call per
 worker timeout instead of one every few milliseconds.
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from typing import Any
+from uuid import uuid4
 
 import redis
 from dramatiq.broker import MessageProxy
@@ -33,6 +37,27 @@ from dramatiq.message import Message
 #: empty fetch, so the cap bounds that waste.
 RINGS_KEPT = 8
 
+#: Dramatiq's ``enqueue`` (its dispatch script's: the sender's heartbeat, each message's
+#: data in the queue's hash and its id at the queue's tail) for any number of messages of
+#: one queue, then one ring per message (at most ``RINGS_KEPT``) on the queue's doorbell: one
+#: call for them all, where a pipeline of the dispatch script and the ring per message cost a
+#: worker three commands' Python each. KEYS: the namespace; ARGV: the queue, the broker's
+#: id, the time in ms, ``RINGS_KEPT``, then each message's id and data.
+ENQUEUE_AND_RING = """
+local namespace = KEYS[1]
+local queue = namespace .. ":" .. ARGV[1]
+redis.call("zadd", namespace .. ":__heartbeats__", ARGV[3], ARGV[2])
+for i = 5, #ARGV, 2 do
+    redis.call("hset", queue .. ".msgs", ARGV[i], ARGV[i + 1])
+    redis.call("rpush", queue, ARGV[i])
+end
+local bell = queue .. ".doorbell"
+for _ = 1, math.min((#ARGV - 4) / 2, tonumber(ARGV[4])) do
+    redis.call("lpush", bell, 1)
+end
+redis.call("ltrim", bell, 0, tonumber(ARGV[4]) - 1)
+"""
+
 
 def doorbell(namespace: str, queue_name: str) -> str:
     """The Redis list that rings for ``queue_name``."""
@@ -43,42 +68,48 @@ class DoorbellRedisBroker(RedisBroker):
     """A ``RedisBroker`` whose sends ring their queue's doorbell and whose consumers wait
     on it."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+        self.enqueue_script = self.client.register_script(ENQUEUE_AND_RING)
+
     @property
     def consumer_class(self) -> type[_RedisConsumer]:
         return DoorbellConsumer
 
-    def do_enqueue(self, queue_name: str, *args: Any) -> Any:
-        # One round trip: Dramatiq's enqueue script (the arguments its ``_dispatch``
-        # passes), then the ring. The script is called by its digest alone: a pipeline
-        # given the script object would first ask Redis whether it exists, a second round
-        # trip for every message.
-        script_args = [
-            "enqueue",
-            current_millis(),
-            queue_name,
-            self.broker_id,
-            self.heartbeat_timeout,
-            self.dead_message_ttl,
-            self._should_do_maintenance("enqueue"),
-            self._max_unpack_size(),  # type: ignore[no-untyped-call]
-            *args,
-        ]
-        try:
-            return self._enqueue_and_ring(queue_name, script_args)
-        except redis.exceptions.NoScriptError:
-            # Redis forgot its scripts (a restart without persistence, SCRIPT FLUSH): the
-            # enqueue did not run, so load the script (its digest is the same) and send
-            # again (the first ring, if it was made, only costs a consumer one empty fetch).
-            self.client.script_load(self.scripts["dispatch"].script)
-            return self._enqueue_and_ring(queue_name, script_args)
+    def enqueue_all(self, messages: Sequence[Message[Any]]) -> list[Message[Any]]:
+        """Enqueue ``messages`` (of one queue, none delayed) in one round trip, as
+        ``enqueue`` would one by one: the same middleware hooks, the same Redis rows."""
+        if len({message.queue_name for message in messages}) > 1:
+            raise ValueError("enqueue_all takes messages of one queue")
+        sent = [message.copy(options={"redis_message_id": str(uuid4())}) for message in messages]
+        for message in sent:
+            self.emit_before("enqueue", message, None)
+        if sent:
+            pairs = [(message.options["redis_message_id"], message.encode()) for message in sent]
+            self._enqueue_and_ring(sent[0].queue_name, pairs)
+        for message in sent:
+            self.emit_after("enqueue", message, None)
+        return sent
 
-    def _enqueue_and_ring(self, queue_name: str, script_args: list[Any]) -> Any:
-        bell = doorbell(self.namespace, queue_name)
-        pipeline = self.client.pipeline(transaction=False)
-        pipeline.evalsha(self.scripts["dispatch"].sha, 1, self.namespace, *script_args)
-        pipeline.lpush(bell, 1)
-        pipeline.ltrim(bell, 0, RINGS_KEPT - 1)
-        return pipeline.execute()[0]
+    def do_enqueue(self, queue_name: str, message_id: str, data: bytes) -> Any:
+        return self._enqueue_and_ring(queue_name, [(message_id, data)])
+
+    def _enqueue_and_ring(self, queue_name: str, pairs: list[tuple[str, bytes]]) -> Any:
+        # Dramatiq's dispatch script runs its maintenance (requeueing a dead worker's
+        # messages, expiring dead letters) on a random share of enqueues: so does this, by
+        # that script, before its own.
+        now = current_millis()
+        if self._should_do_maintenance("enqueue"):
+            # A command the script does not know: its heartbeat and maintenance alone.
+            maintain = ["maintain", now, queue_name, self.broker_id, self.heartbeat_timeout]
+            maintain += [self.dead_message_ttl, 1, self._max_unpack_size()]  # type: ignore[no-untyped-call]
+            self.scripts["dispatch"](args=maintain, keys=[self.namespace])
+        # Called by its digest; redis-py loads it and calls again if Redis forgot it (a
+        # restart without persistence, SCRIPT FLUSH): the first call did not run then.
+        args: list[Any] = [queue_name, self.broker_id, now, RINGS_KEPT]
+        for message_id, data in pairs:
+            args += (message_id, data)
+        return self.enqueue_script(keys=[self.namespace], args=args)
 
 
 class DoorbellConsumer(_RedisConsumer):

@@ -54,8 +54,9 @@ def run_steps(
                 hold(claimed)
                 due = []
                 queue.extend(steps[:1])
-                for step_id in steps[1:]:
-                    broker.send(broker.PERFORM_STEP, step_id, *([list(actor)] if actor else []))
+                if steps[1:]:
+                    guess = [list(actor)] if actor else []
+                    broker.send_all(broker.PERFORM_STEP, [(step_id, *guess) for step_id in steps[1:]])
                 continue
             step_id = queue.pop(0)
             try:
@@ -85,11 +86,10 @@ def _admit_here(invocation_ids: list[int]) -> tuple[list[int], dict[int, claimin
         admitting = tuple(invocation_ids)
         _, steps, more, claims = group_commit.run_claiming(batch_admission.admit_all, admitting, 1)
     except Exception:
-        for invocation_id in invocation_ids:
-            broker.send(broker.ADMIT, invocation_id)
+        broker.send_all(broker.ADMIT, [(invocation_id,) for invocation_id in invocation_ids])
         return [], {}
-    for invocation_id in more:  # admissions start no children: only a body does
-        broker.send(broker.ADMIT, invocation_id)
+    if more:  # admissions start no children: only a body does
+        broker.send_all(broker.ADMIT, [(invocation_id,) for invocation_id in more])
     return steps, claims
 
 

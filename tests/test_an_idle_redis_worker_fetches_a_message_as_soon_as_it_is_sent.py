@@ -143,3 +143,54 @@ def test_a_message_sent_after_redis_forgot_its_scripts_is_enqueued(broker: Doorb
     with receiving(broker, timeout_ms=1000) as receiver:
         receiver.wait(2, 10.0)
         assert len(receiver.received) == 2
+
+
+def evalsha_calls(client: redis.Redis) -> int:  # type: ignore[type-arg]
+    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_messages_sent_together_take_one_call_and_each_arrive_once(broker: DoorbellRedisBroker) -> None:
+    broker.maintenance_chance = 0  # no maintenance draw: the call count is the sends' own
+    hooks: list[str] = []
+
+    class Hooks(dramatiq.Middleware):
+        def before_enqueue(self, broker: dramatiq.Broker, message: dramatiq.Message, delay: int) -> None:  # type: ignore[type-arg]
+            hooks.append(f"before {message.args[0]}")
+
+        def after_enqueue(self, broker: dramatiq.Broker, message: dramatiq.Message, delay: int) -> None:  # type: ignore[type-arg]
+            hooks.append(f"after {message.args[0]}")
+
+    broker.add_middleware(Hooks())
+    messages = [a_message()._replace(args=(n,)) for n in range(5)]
+    before = evalsha_calls(broker.client)
+    sent = broker.enqueue_all(messages)
+    assert evalsha_calls(broker.client) == before + 1
+    assert len({message.options["redis_message_id"] for message in sent}) == 5
+    assert hooks == [f"before {n}" for n in range(5)] + [f"after {n}" for n in range(5)]
+    # One ring per message, up to the cap: as many idle consumers wake as there is work.
+    assert broker.client.llen(doorbell(broker.namespace, QUEUE)) == 5
+    with receiving(broker, timeout_ms=1000) as receiver:
+        receiver.wait(5, 10.0)
+        time.sleep(0.3)  # none arrives twice
+        assert len(receiver.received) == 5
+
+
+def test_messages_of_several_queues_are_refused_together(broker: DoorbellRedisBroker) -> None:
+    other = a_message()._replace(queue_name="elsewhere")
+    with pytest.raises(ValueError, match="one queue"):
+        broker.enqueue_all([a_message(), other])
+    assert broker.client.llen(f"{broker.namespace}:{QUEUE}") == 0
+
+
+def test_a_send_still_runs_dramatiqs_maintenance(broker: DoorbellRedisBroker, namespace: str) -> None:
+    # A worker that fetched a message and died without acknowledging it: Dramatiq's
+    # maintenance, which a share of enqueues runs, puts its message back on the queue.
+    dead = DoorbellRedisBroker(url=REDIS_URL, namespace=namespace)
+    dead.declare_queue(QUEUE)
+    broker.enqueue(a_message())
+    assert len(dead.do_fetch(QUEUE, 1)) == 1  # type: ignore[attr-defined]
+    dead.client.zadd(f"{namespace}:__heartbeats__", {dead.broker_id: 0})  # long silent
+    assert broker.client.llen(f"{namespace}:{QUEUE}") == 0
+    broker.maintenance_chance = 1_000_000  # every enqueue draws it
+    broker.enqueue_all([a_message()])
+    assert broker.client.llen(f"{namespace}:{QUEUE}") == 2
