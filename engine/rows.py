@@ -32,6 +32,7 @@ decided once per process: classes are configured at import.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
@@ -212,8 +213,9 @@ def copies(session: Session, instances: Sequence[Any]) -> list[Any]:
             made.append(None)
             continue
         state = instance_state(instance)
+        mapper = state.mapper
         copy = state.manager.new_instance()
-        copy.__dict__.update((key, state.dict[key]) for key in _keys(state.mapper))
+        copy.__dict__.update(zip(_keys(mapper), _values(mapper)(state.dict), strict=True))
         persist(session, copy, state.key)
         made.append(copy)
     return made
@@ -222,12 +224,27 @@ def copies(session: Session, instances: Sequence[Any]) -> list[Any]:
 def loaded(instance: Any) -> bool:
     """Whether every column of ``instance`` holds its value (``copies`` can copy it)."""
     state = instance_state(instance)
-    return all(key in state.dict for key in _keys(state.mapper))
+    return state.dict.keys() >= _key_set(state.mapper)
 
 
 @cache
 def _keys(mapper: Mapper[Any]) -> list[str]:
     return [prop.key for prop in mapper.column_attrs]
+
+
+@cache
+def _key_set(mapper: Mapper[Any]) -> frozenset[str]:
+    return frozenset(_keys(mapper))
+
+
+@cache
+def _values(mapper: Mapper[Any]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """A function from an object's ``__dict__`` to the values of its columns, in
+    ``_keys`` order (in C: the copies of a batch's claims are made for every step run)."""
+    keys = _keys(mapper)
+    if len(keys) == 1:
+        return lambda values: (values[keys[0]],)
+    return operator.itemgetter(*keys)
 
 
 def persist(session: Session, instance: Any, identity: Any) -> None:
@@ -254,6 +271,16 @@ def _identity_of(mapper: Mapper[Any]) -> Callable[[Sequence[Any]], Any]:
     the identity key of their row, None when its primary key is all NULL (no row)."""
     order = columns(mapper.class_)
     positions = [order.index(column) for column in mapper.primary_key]
+    if len(positions) == 1:
+        # The key ``identity_key_from_primary_key`` makes, without its call per row.
+        identity_class, _, token = mapper.identity_key_from_primary_key((None,))
+        position = positions[0]
+
+        def single(values: Sequence[Any]) -> Any:
+            value = values[position]
+            return None if value is None else (identity_class, (value,), token)
+
+        return single
 
     def identity(values: Sequence[Any]) -> Any:
         key = tuple(values[position] for position in positions)
