@@ -299,7 +299,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--engine-log",
         default="",
-        help="level of the 'stepwise' logger in the workers (default: Dramatiq's INFO, one line per event)",
+        help="level of the 'stepwise' logger in the workers (default: Dramatiq's INFO: errors only)",
     )
     return parser.parse_args(argv)
 

@@ -14,7 +14,7 @@ Environment, read at import in the workers:
   runs and time with its callbacks, and write the totals to
   ``<dir>/<pid>.json`` (rewritten every 0.2 s while they change).
 - ``STEPWISE_BENCH_ENGINE_LOG``: the level of the ``stepwise`` logger (Dramatiq's default
-  is INFO: one log line per history event).
+  is INFO, where the engine logs only errors; DEBUG logs every history event).
 """
 
 from __future__ import annotations
