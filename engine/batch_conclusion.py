@@ -30,13 +30,11 @@ order, reading its rows afresh. SQLite concludes every step one at a time.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import ARRAY, BigInteger, Table, bindparam, select
-from sqlalchemy.engine import Dialect
+from sqlalchemy import Table
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -165,11 +163,7 @@ def _parents_moving_on(
     ids = sorted({step.action_id for step, _ in at_zero})
     if not ids:
         return [], []
-    found = rows.read(session, _actions_reader, {"ids": ids}, refresh=True)
-    if found is None:  # not psycopg: through the ORM
-        afresh = select(Action).where(Action.id.in_(ids)).execution_options(populate_existing=True)
-        found = [[action] for action in session.scalars(afresh)]
-    actions = {action.id: action for (action,) in found}
+    actions = {action.id: action for action in rows.by_ids(session, Action, ids, refresh=True)}
     ending: list[_Ending] = []
     advancing: list[_Ending] = []
     for step, unit in at_zero:
@@ -180,14 +174,6 @@ def _parents_moving_on(
             advancing.append(_Ending(unit, step, action, step.result))
     kept = {id(parent) for parent in _in_their_lanes(session, [*ending, *advancing])}
     return [p for p in ending if id(p) in kept], [p for p in advancing if id(p) in kept]
-
-
-@functools.cache
-def _actions_reader(dialect: Dialect) -> rows.Reader:
-    statement = select(*rows.columns(Action)).where(
-        Action.id == bindparam("ids", type_=ARRAY(BigInteger)).any_()
-    )
-    return rows.Reader(statement, dialect, [Action])
 
 
 def _step_advances_commonly(step: Step, action: Action) -> bool:

@@ -135,9 +135,7 @@ def _actions_of(session: Session, steps: list[Step]) -> dict[int, Action]:
             held[step.action_id] = action
     missing = sorted({step.action_id for step in steps} - set(held))
     if missing:
-        held.update(
-            (action.id, action) for action in session.scalars(select(Action).where(Action.id.in_(missing)))
-        )
+        held.update((action.id, action) for action in rows.by_ids(session, Action, missing))
     return held
 
 

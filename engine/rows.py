@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Column
+from sqlalchemy import ARRAY, Column, bindparam, select
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.orm import Mapper, Session
@@ -70,6 +70,31 @@ def read(
         return None
     found = reader(connection.dialect)
     return found.objects(session, found.rows(session, connection, parameters), refresh=refresh)
+
+
+def by_ids(session: Session, cls: type, ids: Sequence[Any], *, refresh: bool = False) -> list[Any]:
+    """The rows of ``cls`` (plain, with a one-column primary key) whose keys are ``ids``,
+    in ``session``: read through psycopg where it can (``read``), else through the ORM as a
+    query would (with ``refresh``, the objects the session holds refreshed either way)."""
+    found = read(session, _by_ids_reader(cls), {"ids": list(ids)}, refresh=refresh)
+    if found is not None:
+        return [row[0] for row in found]
+    key: Any = sa_inspect(cls).primary_key[0]
+    statement: Any = select(cls).where(key.in_(ids))
+    if refresh:
+        statement = statement.execution_options(populate_existing=True)
+    return list(session.scalars(statement))
+
+
+@cache
+def _by_ids_reader(cls: type) -> Callable[[Dialect], Reader]:
+    @cache
+    def reader(dialect: Dialect) -> Reader:
+        key: Any = sa_inspect(cls).primary_key[0]
+        statement = select(*columns(cls)).where(key == bindparam("ids", type_=ARRAY(key.type)).any_())
+        return Reader(statement, dialect, [cls])
+
+    return reader
 
 
 @cache

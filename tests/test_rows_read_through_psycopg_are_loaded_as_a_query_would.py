@@ -322,3 +322,24 @@ def test_a_reader_refuses_a_class_whose_loading_does_more(database: Any) -> None
     assert not any(rows.plain(cls) for cls in (Logbook, Fleet, Ledger))
     with pytest.raises(ValueError, match="does more than set its columns"):
         rows.Reader(select(*rows.columns(Logbook)), database.dialect, [Logbook])
+
+
+def test_actions_read_by_id_are_loaded_as_a_query_would(
+    session: Session, car: Car, statements: list[str]
+) -> None:
+    opened(session, car)
+    ids = session.scalars(select(Action.id)).all()
+    with db.session() as batch:
+        statements.clear()
+        (action,) = rows.by_ids(batch, Action, [*ids, 999_999])
+        if batch.get_bind().dialect.name == "postgresql":
+            (sent,) = statements
+            assert "= ANY (%(ids)s" in sent  # psycopg's own statement
+        assert sa_inspect(action).persistent and not batch.dirty
+        assert columns(action) == columns(session.get(Action, action.id))
+        with db.transaction() as own:  # the action changes meanwhile
+            own.execute(update(Action).values(name="renamed"))
+        assert rows.by_ids(batch, Action, ids) == [action]  # the session's own object,
+        assert action.name == "read"  # unchanged unless refreshed
+        assert rows.by_ids(batch, Action, ids, refresh=True) == [action]
+        assert action.name == "renamed" and not batch.dirty
