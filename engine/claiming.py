@@ -40,9 +40,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import ARRAY, BigInteger, bindparam, select, update
+from sqlalchemy import ARRAY, BigInteger, Table, bindparam, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
@@ -108,7 +108,7 @@ def claim_opened(session: Session, units: Sequence[Unit[Any]]) -> None:
     }
     unclaimed = sorted(set(ids) - set(claimed))
     if unclaimed:
-        session.execute(_leased(session.get_bind().dialect.name), {"ids": unclaimed, "until": None})
+        _set_leases(session, unclaimed, None)
     made = _claims(session, claimed)
     for unit, ids in wanted.items():
         unit.claims = {step_id: made.pop(step_id) for step_id in ids if step_id in made}
@@ -174,7 +174,7 @@ def claim(session: Session, ids: list[int]) -> dict[int, Claim]:
     if not claimed:
         return {}
     until = now + LEASE_TIME
-    session.execute(_leased(session.get_bind().dialect.name), {"ids": sorted(claimed), "until": until})
+    _set_leases(session, sorted(claimed), until)
     for step, _ in claimed.values():
         set_committed_value(step, "leased_until", until)
     return _claims(session, claimed)
@@ -246,15 +246,20 @@ def _actors(session: Session, actions: list[Action]) -> dict[int, Any]:
     return {action_id: actor for action_id, actor in found.items() if actor is not None}
 
 
+def _set_leases(session: Session, ids: list[int], until: datetime | None) -> None:
+    """Set the claims of the steps ``ids`` (locked, or claimed by this process) to
+    ``until``: a Core statement on the session's connection (~260 µs of CPU on
+    PostgreSQL, where the ORM's handling of the same UPDATE, its compile state and
+    autoflush, took ~410 µs). Nothing of those rows is pending in the session: they were
+    just read through it, or the session is the keeper's own."""
+    session.connection().execute(_leased(session.get_bind().dialect.name), {"ids": ids, "until": until})
+
+
 @cache
 def _leased(dialect: str) -> Any:
     """The statement that sets the claims of the steps ``ids`` (locked) to ``until``."""
-    return (
-        update(Step)
-        .where(_named_in(dialect))
-        .values(leased_until=bindparam("until"))
-        .execution_options(synchronize_session=False)
-    )
+    table = cast(Table, Step.__table__)
+    return update(table).where(_named_in(dialect)).values(leased_until=bindparam("until"))
 
 
 class Keeper:
@@ -298,7 +303,7 @@ class Keeper:
             return []
         until = now + LEASE_TIME
         with db.transaction() as session:
-            session.execute(_leased(session.get_bind().dialect.name), {"ids": due, "until": until})
+            _set_leases(session, due, until)
         with self._lock:
             for step_id in due:
                 if step_id in self._held:
@@ -322,7 +327,7 @@ def give_up(claims: dict[int, Claim]) -> None:
     keeper.drop(claims)
     try:
         with db.transaction() as session:
-            session.execute(_leased(session.get_bind().dialect.name), {"ids": sorted(claims), "until": None})
+            _set_leases(session, sorted(claims), None)
     except Exception:
         log.exception("stepwise: could not give up the claims of steps %s", sorted(claims))
 
