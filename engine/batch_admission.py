@@ -20,6 +20,8 @@ admits them one by one.
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -29,19 +31,73 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
-from . import founding, performance, registry, rows
+from . import founding, group_commit, performance, registry, rows
 from .action import Action
 from .admission import LOCK_ALL, admit, obtain, prepare
 from .group_commit import Unit
 from .invocation import Invocation
 from .step import Step
 
+log = logging.getLogger("stepwise")
+
 
 def admit_all(session: Session, units: Sequence[Unit[Any]]) -> None:
     """Admit the invocations each unit's ``item`` names (a sequence of ids); each unit's
     ``result`` is the list of what ``admission.admit`` returned for its ids. What an
     admission registers for after the commit (history aside) is its own unit's."""
-    owners = {invocation_id: unit for unit in units for invocation_id in unit.item}
+    results = _admit(session, {invocation_id: unit for unit in units for invocation_id in unit.item})
+    for unit in units:
+        unit.result = [results[invocation_id] for invocation_id in unit.item]
+
+
+def admit_due(session: Session, batch: Sequence[Unit[Any]]) -> None:
+    """Admit the invocations the units of a batch made due (the children their bodies
+    started: ``Unit.due``) in the batch's own transaction, rather than in a transition of
+    their own once it committed (``running._admit_here``): a transaction, a lock of their
+    rows and a wait for a batch fewer per body that starts children. As there, the unit's
+    thread runs the first step they open (claimed with the unit's other steps) and sends
+    the others to the workers (``Unit.sends``), so that siblings run in parallel.
+
+    If admitting them fails, a SAVEPOINT undoes it and the invocations are due after the
+    commit, as before: the bodies' conclusions commit either way."""
+    units = [unit for unit in batch if unit.due]
+    if not units:
+        return
+    # Each unit's share of the admissions: its messages and later admissions its own, the
+    # steps they open apart (the first is run here, the others sent).
+    shares = {id(unit): Unit[Any](None) for unit in units}
+    for unit in units:
+        share = shares[id(unit)]
+        share.after_commit, share.admissions = unit.after_commit, unit.admissions
+    marks = [(unit, len(unit.after_commit), len(unit.admissions)) for unit in units]
+    owners = {invocation_id: shares[id(unit)] for unit in units for invocation_id in unit.due or ()}
+    try:
+        with session.begin_nested():
+            admitted = _admit(session, owners)
+    except Exception as error:
+        log.info(
+            "admitting %d invocations with their parents' conclusions failed (%s): admitted after",
+            sum(len(unit.due or ()) for unit in units),
+            error,
+        )
+        for unit, callbacks, admissions in marks:
+            del unit.after_commit[callbacks:]
+            del unit.admissions[admissions:]
+            unit.admissions.extend(unit.due or ())  # read once the batch committed
+        return
+    for unit in units:
+        # Their actions (with their actors) stay in the session for the claims of the steps.
+        unit.held.extend(admitted[invocation_id] for invocation_id in unit.due or ())
+        opened = shares[id(unit)].opened
+        if opened:
+            unit.opened.append(opened[0])
+            unit.after_commit.append(functools.partial(unit.ready.append, opened[0]))
+            unit.sends.extend(opened[1:])
+
+
+def _admit(session: Session, owners: dict[int, Unit[Any]]) -> dict[int, Action | None]:
+    """Admit the invocations ``owners`` names, each in its unit's ``collecting``: what
+    ``admission.admit`` returned for each."""
     results: dict[int, Action | None] = {}
     if session.get_bind().dialect.name == "postgresql":
         _admit_on_postgres(session, owners, results)
@@ -49,8 +105,7 @@ def admit_all(session: Session, units: Sequence[Unit[Any]]) -> None:
         for invocation_id in sorted(owners):
             with owners[invocation_id].collecting(session):
                 results[invocation_id] = admit(session, invocation_id)
-    for unit in units:
-        unit.result = [results[invocation_id] for invocation_id in unit.item]
+    return results
 
 
 def _admit_on_postgres(
@@ -113,3 +168,6 @@ def _lock_all_reader(dialect: Dialect) -> rows.Reader:
     statement = statement.where(Invocation.id == bindparam("ids", type_=ARRAY(BigInteger)).any_())
     statement = statement.order_by(Invocation.id).with_for_update(of=Invocation)
     return rows.Reader(statement, dialect, [Invocation, Action])
+
+
+group_commit.ADMIT_DUE.append(admit_due)

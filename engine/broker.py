@@ -44,6 +44,7 @@ commit_buffers.COMMIT_BUFFERS.add(_AFTER_COMMIT)
 _READY = "stepwise.ready_steps"
 _ADMISSIONS = "stepwise.ready_admissions"
 _OPENED = "stepwise.opened_steps"
+_DUE = "stepwise.due_admissions"
 _sequence = itertools.count()
 
 
@@ -113,7 +114,13 @@ def admit_soon(session: Session, invocation_id: int) -> None:
     """Once this transaction commits, the invocation is due for admission: a worker that
     collects admissions (``admitting_here``) admits it in its own process, with no broker
     round trip; anywhere else its message goes to the broker. Either way the invocation
-    row is the outbox: if this process dies first, the sweeper sends it again."""
+    row is the outbox: if this process dies first, the sweeper sends it again. Inside a
+    group-commit unit that admits what it makes due (``collecting`` given ``due``), it is
+    admitted in the same transaction instead (engine/batch_admission.py)."""
+    due = session.info.get(_DUE)
+    if due is not None and config.admit_children_here:
+        due.append(invocation_id)
+        return
     target = session.info.get(_ADMISSIONS)
     if target is None or not config.admit_children_here:
         enqueue(session, ADMIT, invocation_id)
@@ -132,13 +139,15 @@ def collecting(
     steps: list[int],
     admissions: list[int],
     opened: list[int],
+    due: list[int] | None = None,
 ) -> Redirected:
     """Inside the block, what ``after_commit``, ``ready_after_commit`` and ``admit_soon``
     register in ``session`` goes to ``callbacks``, ``steps`` (and ``opened``, at once) and
-    ``admissions``: one transition's share of a transaction that several share
-    (engine/group_commit.py)."""
-    lists: dict[str, list[Any]] = {_AFTER_COMMIT: callbacks, _READY: steps, _ADMISSIONS: admissions}
+    ``admissions`` (or, given ``due``, there at once: for this transaction to admit them):
+    one transition's share of a transaction that several share (engine/group_commit.py)."""
+    lists: dict[str, list[Any] | None] = {_AFTER_COMMIT: callbacks, _READY: steps, _ADMISSIONS: admissions}
     lists[_OPENED] = opened
+    lists[_DUE] = due
     return Redirected(session, lists)
 
 
@@ -149,7 +158,7 @@ class Redirected:
 
     __slots__ = ("info", "lists", "saved")
 
-    def __init__(self, session: Session, lists: dict[str, list[Any]]) -> None:
+    def __init__(self, session: Session, lists: dict[str, list[Any] | None]) -> None:
         self.info = session.info
         self.lists = lists
         self.saved: dict[str, Any] = {}

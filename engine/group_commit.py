@@ -50,12 +50,15 @@ class Unit(Generic[T]):
         "claim_ready",
         "claims",
         "done",
+        "due",
         "error",
+        "held",
         "item",
         "lead",
         "opened",
         "ready",
         "result",
+        "sends",
         "together",
         "work",
     )
@@ -66,6 +69,7 @@ class Unit(Generic[T]):
         together: Together | None = None,
         item: Any = None,
         claim_ready: int = 0,
+        admit_due: bool = False,
     ) -> None:
         self.work = work
         #: Handed in as data: ``together`` runs this unit's ``item`` with the other units
@@ -88,16 +92,29 @@ class Unit(Generic[T]):
         self.opened: list[int] = []
         self.claim_ready = claim_ready
         self.claims: dict[int, Any] = {}
+        #: With ``admit_due``, the invocations this transition made due, admitted by its
+        #: batch before it commits (``ADMIT_DUE``), and the steps those admissions opened
+        #: that this unit's thread sends to the workers rather than runs.
+        self.due: list[int] | None = [] if admit_due else None
+        self.sends: list[int] = []
+        #: What the batch read for this unit and keeps until it commits (the session's
+        #: identity map holds an object only while something refers to it).
+        self.held: list[Any] = []
 
     def collecting(self, session: Session) -> broker.Redirected:
         """Inside the block, the broker messages, ready steps and due admissions ``session``
         registers are this unit's (a ``together`` function enters it for each item)."""
-        return broker.collecting(session, self.after_commit, self.ready, self.admissions, self.opened)
+        lists = (self.after_commit, self.ready, self.admissions, self.opened)
+        return broker.collecting(session, *lists, self.due)
 
 
 #: Runs the items of several units at once in a batch's session; it enters each unit's
 #: ``collecting`` for what belongs to that unit alone, and sets each unit's ``result``.
 Together = Callable[[Session, Sequence[Unit[Any]]], None]
+
+#: What a batch does once its transitions ran, with its session and its units: admit the
+#: invocations they made due (engine/batch_admission.py adds itself here).
+ADMIT_DUE: list[Together] = []
 
 #: What every batch does last, before it commits, with its session and its units (a
 #: module that needs it adds itself here: engine/claiming.py claims the steps units opened).
@@ -139,6 +156,16 @@ class GroupCommit:
         unit: Unit[Any] = Unit(None, together, item, claim_ready)
         result, ready, admissions = self._run(unit)
         return result, ready, admissions, unit.claims
+
+    def run_admitting(
+        self, together: Together, item: Any, claim_ready: int
+    ) -> tuple[Any, list[int], list[int], dict[int, Any], list[int]]:
+        """``run_claiming``, the invocations it makes due admitted in the same transaction
+        (``ADMIT_DUE``): also returns the steps they opened that this thread does not run,
+        for it to send to the workers."""
+        unit: Unit[Any] = Unit(None, together, item, claim_ready, admit_due=True)
+        result, ready, admissions = self._run(unit)
+        return result, ready, admissions, unit.claims, unit.sends
 
     def _run(self, unit: Unit[T]) -> tuple[T, list[int], list[int]]:
         with self._lock:
@@ -192,7 +219,9 @@ class GroupCommit:
         kinds: dict[Together, list[Unit[Any]]] = {}
         for unit in batch:
             unit.after_commit, unit.ready, unit.admissions, unit.result = [], [], [], None
-            unit.opened, unit.claims = [], {}
+            unit.opened, unit.claims, unit.sends, unit.held = [], {}, [], []
+            if unit.due is not None:
+                unit.due = []
             if unit.together is not None:
                 kinds.setdefault(unit.together, []).append(unit)
         for together, units in kinds.items():
@@ -201,6 +230,8 @@ class GroupCommit:
             if unit.work is not None:
                 with unit.collecting(session):
                     unit.result = unit.work(session)
+        for admit in ADMIT_DUE:
+            admit(session, batch)
         for finish in BEFORE_COMMIT:
             finish(session, batch)
 
@@ -234,3 +265,10 @@ def run_claiming(
 ) -> tuple[Any, list[int], list[int], dict[int, Any]]:
     """Run ``item`` in this process's next batch: see ``GroupCommit.run_claiming``."""
     return shared().run_claiming(together, item, claim_ready)
+
+
+def run_admitting(
+    together: Together, item: Any, claim_ready: int
+) -> tuple[Any, list[int], list[int], dict[int, Any], list[int]]:
+    """Run ``item`` in this process's next batch: see ``GroupCommit.run_admitting``."""
+    return shared().run_admitting(together, item, claim_ready)

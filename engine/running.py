@@ -54,9 +54,7 @@ def run_steps(
                 hold(claimed)
                 due = []
                 queue.extend(steps[:1])
-                if steps[1:]:
-                    guess = [list(actor)] if actor else []
-                    broker.send_all(broker.PERFORM_STEP, [(step_id, *guess) for step_id in steps[1:]])
+                _send_steps(steps[1:], actor)
                 continue
             step_id = queue.pop(0)
             try:
@@ -70,9 +68,18 @@ def run_steps(
             due.extend(ran.due)
             actor = ran.actor
             hold(ran.claims)
+            _send_steps(ran.sends, actor)
     finally:
         if held:
             claiming.give_up(held)
+
+
+def _send_steps(step_ids: list[int], actor: ActorRef | None) -> None:
+    """Send the bodies of ready steps to the workers (siblings of the one run here), with
+    the guess of their actor, in one round trip."""
+    if step_ids:
+        guess = [list(actor)] if actor else []
+        broker.send_all(broker.PERFORM_STEP, [(step_id, *guess) for step_id in step_ids])
 
 
 def _admit_here(invocation_ids: list[int]) -> tuple[list[int], dict[int, claiming.Claim]]:
@@ -103,6 +110,8 @@ class Ran:
     due: list[int]
     actor: ActorRef | None
     claims: dict[int, claiming.Claim] = field(default_factory=dict)
+    #: Steps made ready for the workers: the siblings of a child run here.
+    sends: list[int] = field(default_factory=list)
 
 
 def _run_step(step_id: int, guess: ActorRef | None, claim: claiming.Claim | None = None) -> Ran:
@@ -175,12 +184,15 @@ ALL_READY = 1_000_000
 
 def _concluded(step_id: int, outcome: Outcome | None, ran: Ran) -> Ran:
     """``ran``, with what concluding the body's ``outcome`` (unless recorded with its
-    writes) in this process's next batch made ready and due, and claimed here."""
+    writes) in this process's next batch made ready and due, and claimed here; the children
+    the body started are admitted in that batch (``batch_admission.admit_due``)."""
     if outcome is None:
         return ran
     concluding = (step_id, outcome)
-    _, more, due, claimed = group_commit.run_claiming(batch_conclusion.conclude_all, concluding, ALL_READY)
-    return Ran([*ran.steps, *more], [*ran.due, *due], ran.actor, claimed)
+    _, more, due, claimed, sends = group_commit.run_admitting(
+        batch_conclusion.conclude_all, concluding, ALL_READY
+    )
+    return Ran([*ran.steps, *more], [*ran.due, *due], ran.actor, claimed, sends)
 
 
 def _attempt_body(session: Session, work: Callable[[Session], Outcome | None]) -> Outcome | None:

@@ -1,20 +1,23 @@
 """Given a worker with in-process admission on (the default outside ``engine.testing``),
-when a step body starts children, then the worker admits them itself in one transition,
-runs the first child's body at once and sends the others' bodies to the workers: the tree
-ends as it does through the broker, with fewer messages. The invocation rows stay the
-outbox: a child whose worker died before admitting it is sent again by the sweeper."""
+when a step body starts children, then the worker admits them itself, in the transaction
+that concludes the body (or, if that fails, in one transition once it committed), runs the
+first child's body at once and sends the others' bodies to the workers: the tree ends as
+it does through the broker, with fewer messages and transactions. The invocation rows stay
+the outbox: a child whose worker died before admitting it is sent again by the sweeper."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 import engine
-from engine import config, sweeper, testing
+from engine import batch_admission, config, sweeper, testing
 from engine.models import Action, Invocation
 from tests.domain import Car
 
@@ -64,11 +67,78 @@ def test_a_tree_ends_as_through_the_broker_with_fewer_messages(session: Session,
     assert sorted(jobs) == ["stepwise.admit", "stepwise.perform_step", "stepwise.perform_step"]
 
 
+@contextmanager
+def admitting_with_the_parent_fails() -> Iterator[list[int]]:
+    """Admitting children in the batch that concludes their parent's body fails (an error
+    of the database, say): the batch's SAVEPOINT undoes it. Yields the invocations it
+    failed to admit."""
+    failed: list[int] = []
+    original = batch_admission._admit
+
+    def failing(session: Session, owners: dict[int, Any]) -> Any:
+        if session.in_nested_transaction():
+            failed.extend(owners)
+            raise RuntimeError("admitting with the parent failed")
+        return original(session, owners)
+
+    batch_admission._admit = failing  # type: ignore[assignment]
+    try:
+        yield failed
+    finally:
+        batch_admission._admit = original  # type: ignore[assignment]
+
+
+def test_a_body_s_children_are_admitted_in_the_transaction_that_concludes_it(
+    session: Session, car: Car
+) -> None:
+    engine.later(car, "trip")
+    session.commit()
+    commits: list[object] = []
+
+    def count(connection: object) -> None:
+        commits.append(connection)
+
+    bind = session.get_bind()
+    event.listen(bind, "commit", count)
+    try:
+        testing.perform_enqueued()  # the root's admission message
+    finally:
+        event.remove(bind, "commit", count)
+    # The root admitted (its first step claimed); its body concluded with its three
+    # children admitted (the first child's step claimed); the first child concluded. The
+    # two other children's bodies went to the workers.
+    assert len(commits) == 3
+    assert [item.job for item in testing.enqueued()] == ["stepwise.perform_step"] * 2
+    unsettled = session.scalars(select(Invocation).where(Invocation.settled_at.is_(None))).all()
+    assert unsettled == []
+
+
+def test_children_whose_admission_failed_with_their_parent_are_admitted_after_it(
+    session: Session, car: Car
+) -> None:
+    engine.later(car, "trip")
+    session.commit()
+    with admitting_with_the_parent_fails() as failed:
+        testing.perform_enqueued()
+    assert len(failed) == 3
+    # The root's first body concluded all the same; its children were admitted once that
+    # committed, by the same worker, as before.
+    session.expire_all()
+    settled = session.scalars(select(Invocation.outcome).where(Invocation.id.in_(failed))).all()
+    assert settled == ["admitted"] * 3
+    testing.drain()
+    session.expire_all()
+    assert session.get_one(Car, car.id).mileage == 10
+    statuses = session.scalars(select(Action.status)).all()
+    assert statuses == ["succeeded"] * 5
+
+
 def test_a_child_never_admitted_in_process_is_sent_again_by_the_sweeper(session: Session, car: Car) -> None:
     engine.later(car, "trip")
     session.commit()
-    # The worker admits the root and runs its first body, then dies before admitting the
-    # children it started: their rows are all that is left.
+    # The worker admits the root and runs its first body; admitting the children it
+    # started with that body's conclusion fails, and the worker dies before admitting them
+    # after: their rows are all that is left.
     root_admission = testing.enqueued("stepwise.admit")
     assert len(root_admission) == 1
     from engine import running
@@ -76,7 +146,8 @@ def test_a_child_never_admitted_in_process_is_sent_again_by_the_sweeper(session:
     original = running._admit_here
     running._admit_here = lambda ids: ([], {})  # type: ignore[assignment]
     try:
-        testing.perform_enqueued()
+        with admitting_with_the_parent_fails():
+            testing.perform_enqueued()
     finally:
         running._admit_here = original
     unsettled = session.scalars(select(Invocation).where(Invocation.settled_at.is_(None))).all()
