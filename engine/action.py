@@ -30,7 +30,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column, object_session, relat
 from sqlalchemy.orm.attributes import set_committed_value
 
 from . import arguments, clock, registry, status
-from .db import Base, Id, Timestamps
+from .db import Base, Id, Timestamps, partial_index
 from .definition import Definition, find_or_add
 from .errors import InvalidTransition
 
@@ -53,43 +53,38 @@ class Action(Timestamps, Base):
         # actions that started or completed: a new action's row and its start's new version
         # are not written to an index that every query of it reads past (migration 0015).
         Index("ix_stepwise_actions_status_name", "status", "name"),
-        Index(
+        partial_index(
             "ix_stepwise_actions_started_at",
             "started_at",
-            sqlite_where=text("started_at IS NOT NULL"),
-            postgresql_where=text("started_at IS NOT NULL"),
+            where="started_at IS NOT NULL",
         ),
-        Index(
+        partial_index(
             "ix_stepwise_actions_completed_at",
             "completed_at",
-            sqlite_where=text("completed_at IS NOT NULL"),
-            postgresql_where=text("completed_at IS NOT NULL"),
+            where="completed_at IS NOT NULL",
         ),
         # A lane's live members, oldest first (admission, advancing, the studio's queues):
         # only incomplete actions, so a lane that never drains is not slowed by the
         # completed and superseded work of its key.
-        Index(
+        partial_index(
             "ix_stepwise_actions_lane",
             "concurrency_key",
             "id",
-            sqlite_where=text("status IN ('pending', 'performing')"),
-            postgresql_where=text("status IN ('pending', 'performing')"),
+            where="status IN ('pending', 'performing')",
         ),
         # The studio's failures by error class (newest first): only the rows that raised.
-        Index(
+        partial_index(
             "ix_stepwise_actions_error_class",
             "error_class",
             "id",
-            sqlite_where=text("error_class IS NOT NULL"),
-            postgresql_where=text("error_class IS NOT NULL"),
+            where="error_class IS NOT NULL",
         ),
         # Invariant 1: at most one performing action per lane, whatever the workers do.
-        Index(
+        partial_index(
             "uq_stepwise_actions_one_performing_per_lane",
             "concurrency_key",
             unique=True,
-            sqlite_where=text("status = 'performing'"),
-            postgresql_where=text("status = 'performing'"),
+            where="status = 'performing'",
         ),
         # Ids are never reused (history and links keep pointing at the right rows).
         {"sqlite_autoincrement": True},

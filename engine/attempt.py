@@ -24,13 +24,12 @@ from sqlalchemy import (
     UniqueConstraint,
     or_,
     select,
-    text,
     update,
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from . import clock
-from .db import Base, Id
+from .db import Base, Id, partial_index
 from .errors import ActorNotFound, ArgumentError, DefinitionChanged, UnknownAction
 
 if TYPE_CHECKING:
@@ -57,11 +56,10 @@ class Attempt(Base):
         UniqueConstraint("step_id", "attempt"),
         # The watch's question (sweeper, attempt checks): which running attempts are overdue?
         # Only open attempts are in it, a handful whatever the history.
-        Index(
+        partial_index(
             "ix_stepwise_attempts_open",
             "id",
-            sqlite_where=text("ended_at IS NULL"),
-            postgresql_where=text("ended_at IS NULL"),
+            where="ended_at IS NULL",
         ),
         Index("ix_stepwise_attempts_started_at", "started_at"),
         {"sqlite_autoincrement": True},

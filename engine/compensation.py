@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Index, String, Text, bindparam, select, text
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, String, Text, bindparam, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from . import arguments, clock, history, registry, status
 from .action import Action
-from .db import Base, Id, Timestamps
+from .db import Base, Id, Timestamps, partial_index
 from .errors import ArgumentError
 from .invocation import Invocation
 
@@ -38,11 +38,10 @@ class Compensation(Timestamps, Base):
         # The step of the action that runs it: the compensation a concluding step stands for.
         Index("ix_stepwise_compensations_step", "compensation_step_id"),
         # The overview's "needs attention": compensations that failed, a few rows at most.
-        Index(
+        partial_index(
             "ix_stepwise_compensations_failed",
             "action_id",
-            sqlite_where=text("status = 'failed'"),
-            postgresql_where=text("status = 'failed'"),
+            where="status = 'failed'",
         ),
         {"sqlite_autoincrement": True},
     )

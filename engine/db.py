@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import BigInteger, Integer, MetaData, create_engine, event
+from sqlalchemy import BigInteger, Index, Integer, MetaData, create_engine, event, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, SessionTransaction, mapped_column, sessionmaker
@@ -34,6 +34,12 @@ POOL_SIZE_VARIABLE = "STEPWISE_POOL_SIZE"
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
 T = TypeVar("T")
+
+
+def partial_index(name: str, *columns: str, where: str, unique: bool = False) -> Index:
+    """An index of the rows ``where`` (an SQL condition) holds for, alike on SQLite and
+    PostgreSQL."""
+    return Index(name, *columns, unique=unique, sqlite_where=text(where), postgresql_where=text(where))
 
 
 class Base(DeclarativeBase):

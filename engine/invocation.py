@@ -17,7 +17,7 @@ from sqlalchemy import JSON, ForeignKey, Index, String, text
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from . import arguments, broker, clock, registry
-from .db import Base, Id
+from .db import Base, Id, partial_index
 from .definition import find_or_add
 
 if TYPE_CHECKING:
@@ -28,37 +28,33 @@ class Invocation(Base):
     __tablename__ = "stepwise_invocations"
     __table_args__ = (
         # The sweeper's question: what was requested but never settled?
-        Index(
+        partial_index(
             "ix_stepwise_invocations_unsettled",
             "created_at",
-            sqlite_where=text("settled_at IS NULL"),
-            postgresql_where=text("settled_at IS NULL"),
+            where="settled_at IS NULL",
         ),
         # A completing action finds the steps still waiting on it.
-        Index(
+        partial_index(
             "ix_stepwise_invocations_waiting",
             "action_id",
-            sqlite_where=text("concluded_at IS NULL"),
-            postgresql_where=text("concluded_at IS NULL"),
+            where="concluded_at IS NULL",
         ),
         # The sweeper's waits: those not concluded, by due time (a long wait not yet due
         # costs it nothing).
-        Index(
+        partial_index(
             "ix_stepwise_invocations_due_waits",
             "due_at",
-            sqlite_where=text("kind = 'wait' AND concluded_at IS NULL"),
-            postgresql_where=text("kind = 'wait' AND concluded_at IS NULL"),
+            where="kind = 'wait' AND concluded_at IS NULL",
         ),
         # Metrics: the invocation an action was admitted from (queue latency), concluded or not.
         Index("ix_stepwise_invocations_action", "action_id"),
         Index("ix_stepwise_invocations_parent_step", "parent_step_id"),
         # The studio: the recent invocations an achievement skipped, newest first.
-        Index(
+        partial_index(
             "ix_stepwise_invocations_skipped",
             "checksum_key",
             "id",
-            sqlite_where=text("checksum_key IS NOT NULL"),
-            postgresql_where=text("checksum_key IS NOT NULL"),
+            where="checksum_key IS NOT NULL",
         ),
         {"sqlite_autoincrement": True},
     )

@@ -15,7 +15,6 @@ from sqlalchemy import (
     BindParameter,
     ColumnElement,
     Executable,
-    Index,
     Insert,
     String,
     Update,
@@ -23,7 +22,6 @@ from sqlalchemy import (
     delete,
     exists,
     select,
-    text,
     true,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -34,17 +32,16 @@ from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from . import clock, rows, status
 from .action import Action
-from .db import Base, Id, Timestamps
+from .db import Base, Id, Timestamps, partial_index
 
 
 class Performance(Timestamps, Base):
     __tablename__ = "stepwise_performances"
     __table_args__ = (
-        Index(
+        partial_index(
             "ix_stepwise_performances_outbound_complete_key",
             "outbound_complete_key",
-            sqlite_where=text("outbound_complete_key IS NOT NULL"),
-            postgresql_where=text("outbound_complete_key IS NOT NULL"),
+            where="outbound_complete_key IS NOT NULL",
         ),
         {"sqlite_autoincrement": True},
     )

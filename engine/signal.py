@@ -12,11 +12,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Index, String, Text, UniqueConstraint, text
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from . import clock
-from .db import Base, Id
+from .db import Base, Id, partial_index
 
 #: The longest signal name.
 NAME_LENGTH = 100
@@ -29,12 +29,11 @@ class Signal(Base):
     __tablename__ = "stepwise_signals"
     __table_args__ = (
         # An action's inbox, oldest first: what a new wait may consume at once (FIFO).
-        Index(
+        partial_index(
             "ix_stepwise_signals_inbox",
             "action_id",
             "id",
-            sqlite_where=text("consumed_at IS NULL"),
-            postgresql_where=text("consumed_at IS NULL"),
+            where="consumed_at IS NULL",
         ),
         Index("ix_stepwise_signals_action", "action_id", "id"),
         # A delivery sent twice (a webhook's retry) is one signal: the second send finds

@@ -37,7 +37,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 from sqlalchemy.orm.attributes import set_committed_value
 
 from . import broker, clock, db, history, status
-from .db import Base, Id, Timestamps
+from .db import Base, Id, Timestamps, partial_index
 from .errors import NoPendingActions
 
 if TYPE_CHECKING:
@@ -62,11 +62,10 @@ class Step(Timestamps, Base):
         UniqueConstraint("action_id", "definition_index", "visit"),
         CheckConstraint("pending_actions_count >= 0", name="pending_not_negative"),
         # The sweeper's question: which steps were opened but their body never ran?
-        Index(
+        partial_index(
             "ix_stepwise_steps_unperformed",
             "created_at",
-            sqlite_where=text("performed_at IS NULL"),
-            postgresql_where=text("performed_at IS NULL"),
+            where="performed_at IS NULL",
         ),
         # Room on each page for the claim's new row version (engine/claiming.py): it
         # changes no indexed column, so PostgreSQL can write it on the same page (HOT)

@@ -13,10 +13,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, String, UniqueConstraint, text
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..db import Base, Id, Timestamps
+from ..db import Base, Id, Timestamps, partial_index
 from .rule import Rule
 
 # Policies, as stored.
@@ -39,11 +39,10 @@ class Schedule(Timestamps, Base):
     __table_args__ = (
         Index("uq_stepwise_schedules_name", "name", unique=True),
         # The clock's one query: the active schedules due now, soonest first.
-        Index(
+        partial_index(
             "ix_stepwise_schedules_due",
             "next_fire_at",
-            sqlite_where=text("paused_at IS NULL"),
-            postgresql_where=text("paused_at IS NULL"),
+            where="paused_at IS NULL",
         ),
         {"sqlite_autoincrement": True},
     )
