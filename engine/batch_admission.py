@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import BigInteger, bindparam, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from . import founding, group_commit, performance, registry, rows
@@ -71,10 +72,15 @@ def admit_due(session: Session, batch: Sequence[Unit[Any]]) -> None:
         share.after_commit, share.admissions = unit.after_commit, unit.admissions
     marks = [(unit, len(unit.after_commit), len(unit.admissions)) for unit in units]
     owners = {invocation_id: shares[id(unit)] for unit in units for invocation_id in unit.due or ()}
+    # The batch's own changes first, outside the SAVEPOINT: an error of theirs (a deadlock,
+    # a lost connection) is the batch's, to be retried as any, not the admissions'.
+    session.flush()
     try:
         with session.begin_nested():
             admitted = _admit(session, owners)
     except Exception as error:
+        if not session.is_active or (isinstance(error, DBAPIError) and error.connection_invalidated):
+            raise  # the transaction itself is lost: the batch runs again (db.retrying_fresh)
         log.info(
             "admitting %d invocations with their parents' conclusions failed (%s): admitted after",
             sum(len(unit.due or ()) for unit in units),

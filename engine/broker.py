@@ -45,6 +45,7 @@ _READY = "stepwise.ready_steps"
 _ADMISSIONS = "stepwise.ready_admissions"
 _OPENED = "stepwise.opened_steps"
 _DUE = "stepwise.due_admissions"
+commit_buffers.COMMIT_BUFFERS.add(_DUE)
 _sequence = itertools.count()
 
 

@@ -163,7 +163,8 @@ class GroupCommit:
         """``run_claiming``, the invocations it makes due admitted in the same transaction
         (``ADMIT_DUE``): also returns the steps they opened that this thread does not run,
         for it to send to the workers."""
-        unit: Unit[Any] = Unit(None, together, item, claim_ready, admit_due=True)
+        # No module admits them here (batch_admission not imported): due after the commit.
+        unit: Unit[Any] = Unit(None, together, item, claim_ready, admit_due=bool(ADMIT_DUE))
         result, ready, admissions = self._run(unit)
         return result, ready, admissions, unit.claims, unit.sends
 

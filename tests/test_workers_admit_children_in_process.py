@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 import engine
-from engine import batch_admission, config, sweeper, testing
+from engine import batch_admission, config, db, sweeper, testing
+from engine.group_commit import Unit
 from engine.models import Action, Invocation
 from tests.domain import Car
 
@@ -190,3 +192,25 @@ def test_siblings_on_one_actor_admitted_together_read_the_actor_once(session: Se
     testing.drain()
     session.expire_all()
     assert session.get_one(Car, car.id).mileage == 10
+
+
+def test_an_error_of_the_batch_s_own_writes_is_not_taken_for_the_childrens(
+    session: Session, car: Car
+) -> None:
+    # Given a batch whose transitions made children due and left a write for the database
+    # to refuse when it is flushed (a deadlock or a lost connection would do the same)
+    engine.later(car, "trip")
+    session.commit()
+    invocation_id = session.scalars(select(Invocation.id)).one()
+    unit: Unit[Any] = Unit(None, admit_due=True)
+    assert unit.due is not None
+    unit.due.append(invocation_id)
+    with db.transaction() as batch:
+        batch.add(Invocation(kind="action"))  # no actor: NOT NULL refuses it
+        # When the batch admits what its transitions made due
+        # Then the error is the batch's (retried or failed as any), not swallowed as a
+        # failed admission
+        with pytest.raises(IntegrityError):
+            batch_admission.admit_due(batch, [unit])
+        batch.rollback()
+    assert unit.admissions == [] and unit.sends == []
