@@ -161,8 +161,9 @@ def _admit_on_postgres(
 
 def lock_all(session: Session, invocation_ids: list[int]) -> list[Any]:
     """``LOCK_ALL``: each invocation with its parent step's action (None for a root),
-    read through psycopg alone where it can be (engine/rows.py)."""
-    found = rows.read(session, _lock_all_reader, {"ids": invocation_ids})
+    read through psycopg alone where it can be (engine/rows.py), the objects the session
+    holds refreshed, as ``LOCK_ALL``'s ``populate_existing`` does."""
+    found = rows.read(session, _lock_all_reader, {"ids": invocation_ids}, refresh=True)
     return found if found is not None else list(session.execute(LOCK_ALL, {"ids": invocation_ids}).all())
 
 

@@ -69,7 +69,7 @@ def take(session: Session, step_id: int, actor_class: type | None = None, actor_
     or no such row exists); None when another holds the lease or the step is gone."""
     parameters = {"step_id": step_id, "actor_key": actor_key}
     if actor_class is None or rows.plain(actor_class):
-        found = rows.read(session, partial(_reader, actor_class=actor_class), parameters)
+        found = rows.read(session, partial(_reader, actor_class=actor_class), parameters, refresh=True)
         if found is not None:
             if not found:
                 return None  # another holds the lease, or the step is gone
@@ -84,7 +84,7 @@ def take(session: Session, step_id: int, actor_class: type | None = None, actor_
 
 def lock_all(session: Session, step_ids: list[int]) -> list[Any]:
     """``LOCK_ALL``: the steps ``step_ids`` with their actions, locked in id order."""
-    found = rows.read(session, _lock_all_reader, {"ids": step_ids})
+    found = rows.read(session, _lock_all_reader, {"ids": step_ids}, refresh=True)
     return found if found is not None else list(session.execute(LOCK_ALL, {"ids": step_ids}).all())
 
 

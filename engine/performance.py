@@ -91,7 +91,7 @@ def lock(session: Session, concurrency_key: str) -> Performance | None:
     """The lane of ``concurrency_key``, locked; None when it has none. Sent through psycopg
     alone where it can be, as ``lock_all``'s lanes are: a body that concludes in its own
     transaction takes it for nearly every action."""
-    found = rows.read(session, _lock_all_reader, {"keys": [concurrency_key]})
+    found = rows.read(session, _lock_all_reader, {"keys": [concurrency_key]}, refresh=True)
     if found is not None:
         return found[0][0] if found else None
     return session.scalars(_LOCK, {"key": concurrency_key}).one_or_none()
@@ -105,12 +105,12 @@ _LOCK_ALL = _LOCKED.where(
 
 def lock_all(session: Session, concurrency_keys: set[str]) -> dict[str, Performance]:
     """PostgreSQL: the existing lanes of ``concurrency_keys`` by key, locked in one
-    statement, in key order (sent through psycopg alone, engine/rows.py, unless the
-    session holds one of them already: then the ORM reads them afresh)."""
+    statement, in key order (sent through psycopg alone where it can be, engine/rows.py;
+    the lanes the session holds refreshed, as ``_LOCKED``'s ``populate_existing`` does)."""
     if not concurrency_keys:
         return {}
     parameters = {"keys": sorted(concurrency_keys)}
-    found = rows.read(session, _lock_all_reader, parameters)
+    found = rows.read(session, _lock_all_reader, parameters, refresh=True)
     lanes = [row[0] for row in found] if found is not None else session.scalars(_LOCK_ALL, parameters)
     return {lane.concurrency_key: lane for lane in lanes if lane.concurrency_key is not None}
 

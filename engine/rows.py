@@ -13,12 +13,12 @@ CPU so against ~700 µs through the ORM (``bench/lease.py``). Values selected af
 classes' columns come with the objects.
 
 That is only the same as loading for a class whose loading does nothing but set its
-columns (``plain``: one table, no eager relationships, no load events) and for rows the
-session does not hold yet: where it holds one, ``read`` returns None and the caller reads
-through the ORM (``populate_existing``), which refreshes the object the session has. A
-statement that writes cannot be sent twice, so ``read(..., refresh=True)`` refreshes the
-objects the session holds in place instead, each column's value set as committed, as
-``populate_existing`` does.
+columns (``plain``: one table, no eager relationships, no load events). For a row the
+session holds already, ``read(..., refresh=True)`` refreshes the object in place, each
+column's value set as committed, as ``populate_existing`` does: what a locking read (its
+ORM form carries ``populate_existing``) and a statement that writes (it cannot be sent
+twice) ask for. Without ``refresh``, ``read`` then returns None and the caller reads
+through the ORM, which keeps the objects the session has.
 
 The session is flushed first when it autoflushes (unless the statement's ``autoflush``
 option is False), as a query would. Listeners of the engine's ``before_cursor_execute``/
@@ -63,8 +63,9 @@ def read(
 ) -> list[list[Any]] | None:
     """The objects of each row of ``reader(dialect)``'s statement, read in ``session``;
     None when the ORM must read them instead (not a psycopg connection, or the session
-    holds one of the rows already). With ``refresh`` (a statement that writes, which must
-    not run twice) objects the session holds are refreshed in place instead."""
+    holds one of the rows already). With ``refresh`` (a locking read, or a statement that
+    writes, which must not run twice) objects the session holds are refreshed in place
+    instead."""
     connection = session.connection()
     if not usable(connection):
         return None

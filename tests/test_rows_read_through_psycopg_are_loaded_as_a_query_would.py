@@ -307,6 +307,40 @@ def test_a_step_the_session_holds_is_refreshed_in_place_by_a_statement_that_writ
         assert columns(step) == columns(session.get(Step, trip_step.id))
 
 
+@pytest.mark.postgresql_only
+def test_a_locking_read_of_rows_the_session_holds_sends_its_statement_once(
+    session: Session, car: Car, statements: list[str]
+) -> None:
+    # Given a trip whose body started two children, and a batch that holds the trip's
+    # action (the parent whose conclusion admits them), its step and its lane
+    engine.later(car, "trip")
+    session.commit()
+    testing.perform_enqueued()
+    children = sorted(session.scalars(select(Invocation.id).where(Invocation.settled_at.is_(None))))
+    trip_step = session.scalars(select(Step).where(Step.performed_at.is_not(None))).one()
+    key = session.scalars(select(Performance.concurrency_key)).one()
+    with db.session() as batch:
+        held_action = batch.get(Action, trip_step.action_id)
+        held_step = batch.get(Step, trip_step.id)
+        (held_lane,) = performance.lock_all(batch, {key}).values()
+        assert held_action is not None and held_step is not None
+        with db.transaction() as own:  # the rows change meanwhile
+            own.execute(update(Action).where(Action.id == held_action.id).values(resend_count=7))
+            own.execute(update(Step).where(Step.id == held_step.id).values(attempt=5))
+        statements.clear()
+
+        # When it locks the children with their parent, the step, and the lane
+        (_, parent), (_, same_parent) = batch_admission.lock_all(batch, children)
+        ((step, action),) = lease.lock_all(batch, [trip_step.id])
+        assert performance.lock_all(batch, {key}) == {key: held_lane}
+
+        # Then each statement was sent once, and the objects held are refreshed in place
+        assert len(statements) == 3, statements
+        assert parent is same_parent is action is held_action and held_action.resend_count == 7
+        assert step is held_step and held_step.attempt == 5
+        assert not batch.dirty
+
+
 class Ledger(engine.Actor, AppBase):
     """An actor with a column computed by an expression."""
 
