@@ -41,6 +41,31 @@ T = TypeVar("T")
 MAX_BATCH = 64
 
 
+class _Signal:
+    """Wakes the one thread that waits for a unit: its batch committed, or it leads the
+    next. A lock held from the start, released once: the waiter blocks in C, woken by a
+    single release, where ``threading.Event`` runs a condition's Python on both sides and
+    wakes its waiter only to have it wait again for the condition's lock (py-spy --gil
+    put ~10% of a busy worker's samples in ``Event.wait`` and ``set``). ``set`` is called from one thread at a time (the leader that hands the lead
+    on, then the batch's own leader), and again after it is set only by that unit's own
+    thread, which no longer waits."""
+
+    __slots__ = ("_lock", "_set")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._set = False
+
+    def set(self) -> None:
+        if not self._set:
+            self._set = True
+            self._lock.release()
+
+    def wait(self) -> None:
+        self._lock.acquire()
+
+
 class Unit(Generic[T]):
     """One transition waiting for its batch: what to run, and what it came to."""
 
@@ -76,7 +101,7 @@ class Unit(Generic[T]):
         #: of its batch that name the same function, and sets each one's ``result``.
         self.together = together
         self.item = item
-        self.done = threading.Event()
+        self.done = _Signal()
         self.lead = False
         self.result: T | None = None
         self.error: BaseException | None = None

@@ -113,3 +113,38 @@ def test_an_idle_process_commits_each_transition_at_once(
     assert group.run(completing(first))[0] is True
     assert group.run(completing(last))[0] is True
     assert (group.batches, group.transitions) == (2, 2)
+
+
+def test_transitions_handed_in_while_a_batch_is_written_are_led_by_one_of_their_threads(
+    session: Session,
+) -> None:
+    # Given a batch held open while 24 more transitions arrive, at most 4 to a batch
+    group = GroupCommit(max_batch=4)
+    holding = threading.Event()
+
+    def hold(session: Session) -> int:
+        holding.set()
+        time.sleep(0.2)
+        return -1
+
+    results: dict[int, Any] = {}
+
+    def submit(n: int, work: Callable[[Session], int]) -> None:
+        results[n] = group.run(work)[0]
+
+    first = threading.Thread(target=submit, args=(-1, hold))
+    first.start()
+    assert holding.wait(5)
+    others = [threading.Thread(target=submit, args=(n, lambda session, n=n: n)) for n in range(24)]
+    for thread in others:
+        thread.start()
+    time.sleep(0.05)  # they wait for the held batch
+
+    # When it commits, each following batch is led by one of the waiting threads
+    for thread in [first, *others]:
+        thread.join(10)
+
+    # Then every thread got its own result, in batches of at most 4
+    assert not any(thread.is_alive() for thread in [first, *others])
+    assert results == {-1: -1, **{n: n for n in range(24)}}
+    assert group.transitions == 25 and group.batches >= 7
