@@ -32,7 +32,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from . import founding, group_commit, performance, registry, rows
+from . import founding, group_commit, local_runs, performance, registry, rows
 from .action import Action
 from .admission import LOCK_ALL, admit, obtain, prepare
 from .group_commit import Unit
@@ -56,8 +56,10 @@ def admit_due(session: Session, batch: Sequence[Unit[Any]]) -> None:
     started: ``Unit.due``) in the batch's own transaction, rather than in a transition of
     their own once it committed (``running._admit_here``): a transaction, a lock of their
     rows and a wait for a batch fewer per body that starts children. As there, the unit's
-    thread runs the first step they open (claimed with the unit's other steps) and sends
-    the others to the workers (``Unit.sends``), so that siblings run in parallel.
+    thread runs the first step they open (claimed with the unit's other steps); as many
+    others as the process's pool has free threads for are claimed too and run there
+    (``Unit.nearby``, engine/local_runs.py), and the rest go to the workers
+    (``Unit.sends``), so that siblings run in parallel.
 
     If admitting them fails, a SAVEPOINT undoes it and the invocations are due after the
     commit, as before: the bodies' conclusions commit either way."""
@@ -96,9 +98,14 @@ def admit_due(session: Session, batch: Sequence[Unit[Any]]) -> None:
         unit.held.extend(admitted[invocation_id] for invocation_id in unit.due or ())
         opened = shares[id(unit)].opened
         if opened:
+            # The first here; as many others as the process's pool has threads free for
+            # claimed with it, for the pool (engine/local_runs.py); the rest sent.
+            nearby = opened[1 : 1 + local_runs.pool.free()]
             unit.opened.append(opened[0])
+            unit.opened.extend(nearby)
             unit.after_commit.append(functools.partial(unit.ready.append, opened[0]))
-            unit.sends.extend(opened[1:])
+            unit.nearby.extend(nearby)
+            unit.sends.extend(opened[1 + len(nearby) :])
 
 
 def _admit(session: Session, owners: dict[int, Unit[Any]]) -> dict[int, Action | None]:

@@ -20,6 +20,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, SessionTransaction
 
 from . import clock, commit_buffers, config
+from .local_runs import LocalRuns
 from .redis_doorbell import DoorbellRedisBroker
 from .worker_gc import WorkerGc
 
@@ -67,11 +68,13 @@ _configured = False
 
 def setup() -> dramatiq.Broker:
     """Install the environment's broker as Dramatiq's global broker, once per process, with
-    the middleware that tunes a worker process's garbage collector (engine/worker_gc.py)."""
+    the middleware that tunes a worker process's garbage collector (engine/worker_gc.py)
+    and the one that runs its pool of local runs (engine/local_runs.py)."""
     global _configured
     if not _configured:
         broker = from_environment()
         broker.add_middleware(WorkerGc())
+        broker.add_middleware(LocalRuns())
         dramatiq.set_broker(broker)
         _configured = True
     return dramatiq.get_broker()

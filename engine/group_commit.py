@@ -80,6 +80,7 @@ class Unit(Generic[T]):
         "held",
         "item",
         "lead",
+        "nearby",
         "opened",
         "ready",
         "result",
@@ -122,6 +123,9 @@ class Unit(Generic[T]):
         #: that this unit's thread sends to the workers rather than runs.
         self.due: list[int] | None = [] if admit_due else None
         self.sends: list[int] = []
+        #: Steps those admissions opened that the batch claimed for this process's pool
+        #: (engine/local_runs.py): the thread hands them over rather than sends them.
+        self.nearby: list[int] = []
         #: What the batch read for this unit and keeps until it commits (the session's
         #: identity map holds an object only while something refers to it).
         self.held: list[Any] = []
@@ -184,14 +188,14 @@ class GroupCommit:
 
     def run_admitting(
         self, together: Together, item: Any, claim_ready: int
-    ) -> tuple[Any, list[int], list[int], dict[int, Any], list[int]]:
+    ) -> tuple[Any, list[int], list[int], dict[int, Any], list[int], list[int]]:
         """``run_claiming``, the invocations it makes due admitted in the same transaction
         (``ADMIT_DUE``): also returns the steps they opened that this thread does not run,
-        for it to send to the workers."""
+        for it to send to the workers, and those claimed for this process's pool."""
         # No module admits them here (batch_admission not imported): due after the commit.
         unit: Unit[Any] = Unit(None, together, item, claim_ready, admit_due=bool(ADMIT_DUE))
         result, ready, admissions = self._run(unit)
-        return result, ready, admissions, unit.claims, unit.sends
+        return result, ready, admissions, unit.claims, unit.sends, unit.nearby
 
     def _run(self, unit: Unit[T]) -> tuple[T, list[int], list[int]]:
         with self._lock:
@@ -245,7 +249,7 @@ class GroupCommit:
         kinds: dict[Together, list[Unit[Any]]] = {}
         for unit in batch:
             unit.after_commit, unit.ready, unit.admissions, unit.result = [], [], [], None
-            unit.opened, unit.claims, unit.sends, unit.held = [], {}, [], []
+            unit.opened, unit.claims, unit.sends, unit.nearby, unit.held = [], {}, [], [], []
             if unit.due is not None:
                 unit.due = []
             if unit.together is not None:
@@ -295,6 +299,6 @@ def run_claiming(
 
 def run_admitting(
     together: Together, item: Any, claim_ready: int
-) -> tuple[Any, list[int], list[int], dict[int, Any], list[int]]:
+) -> tuple[Any, list[int], list[int], dict[int, Any], list[int], list[int]]:
     """Run ``item`` in this process's next batch: see ``GroupCommit.run_admitting``."""
     return shared().run_admitting(together, item, claim_ready)

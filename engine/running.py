@@ -5,14 +5,18 @@ nothing is left, each under its lease (engine/claiming.py, else its row lock:
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
-from . import batch_admission, batch_conclusion, broker, claiming, db, group_commit
+from . import batch_admission, batch_conclusion, broker, claiming, db, group_commit, local_runs
 from .conclusion import Outcome, conclude_body
 from .step_body import ActorRef, perform, record_unhandled_alone, run_with
+
+log = logging.getLogger("stepwise")
 
 
 def run_steps(
@@ -27,8 +31,9 @@ def run_steps(
     next shared batch, with that batch's other conclusions (engine/batch_conclusion.py),
     while a body that wrote commits its changes together with its outcome, so they stand
     or fall together. The children a body starts are admitted here, all in one
-    transition; the first child's body runs here too and the others' go to the workers,
-    so siblings still run in parallel.
+    transition; the first child's body runs here too, and the others' on this process's
+    pool (engine/local_runs.py) or, past what it has threads free for, on the workers, so
+    siblings still run in parallel.
 
     The batch that makes a step ready here claims it for this thread (``claims``, by step
     id: engine/claiming.py), so its body starts with no statement; the keeper extends
@@ -69,6 +74,7 @@ def run_steps(
             actor = ran.actor
             hold(ran.claims)
             _send_steps(ran.sends, actor)
+            queue.extend(_run_nearby(ran.nearby, held, actor))
     finally:
         if held:
             claiming.give_up(held)
@@ -80,6 +86,36 @@ def _send_steps(step_ids: list[int], actor: ActorRef | None) -> None:
     if step_ids:
         guess = [list(actor)] if actor else []
         broker.send_all(broker.PERFORM_STEP, [(step_id, *guess) for step_id in step_ids])
+
+
+def _run_nearby(step_ids: list[int], held: dict[int, claiming.Claim], actor: ActorRef | None) -> list[int]:
+    """Hand the steps claimed for this process's pool over to it, with their claims, each
+    run as a worker runs a step it was sent (``run_steps``); a step left unclaimed goes to
+    the workers. Those the pool no longer takes (the worker is shutting down): for this
+    thread to run in turn, their claims kept."""
+    _send_steps([step_id for step_id in step_ids if step_id not in held], actor)
+    left: list[int] = []
+    for step_id in step_ids:
+        claim = held.get(step_id)
+        if claim is not None:
+            if local_runs.pool.submit(functools.partial(_run_handed_over, claim, actor)):
+                del held[step_id]
+            else:
+                left.append(step_id)
+    return left
+
+
+def _run_handed_over(claim: claiming.Claim, actor: ActorRef | None) -> None:
+    """Run a step handed over with its claim, and what it makes ready. If that fails with
+    an error the engine did not handle (recorded by ``run_steps``), the claim is given up
+    and the step sent to the workers, where Dramatiq retries it as it would its message."""
+    step_id = claim.step.id
+    try:
+        run_steps([step_id], None, actor, {step_id: claim})
+    except Exception:
+        log.warning("running step %d here failed: sent to the workers", step_id, exc_info=True)
+        claiming.give_up({step_id: claim})
+        _send_steps([step_id], actor)
 
 
 def _admit_here(invocation_ids: list[int]) -> tuple[list[int], dict[int, claiming.Claim]]:
@@ -112,6 +148,8 @@ class Ran:
     claims: dict[int, claiming.Claim] = field(default_factory=dict)
     #: Steps made ready for the workers: the siblings of a child run here.
     sends: list[int] = field(default_factory=list)
+    #: Siblings claimed for this process's pool (engine/local_runs.py).
+    nearby: list[int] = field(default_factory=list)
 
 
 def _run_step(step_id: int, guess: ActorRef | None, claim: claiming.Claim | None = None) -> Ran:
@@ -189,10 +227,10 @@ def _concluded(step_id: int, outcome: Outcome | None, ran: Ran) -> Ran:
     if outcome is None:
         return ran
     concluding = (step_id, outcome)
-    _, more, due, claimed, sends = group_commit.run_admitting(
+    _, more, due, claimed, sends, nearby = group_commit.run_admitting(
         batch_conclusion.conclude_all, concluding, ALL_READY
     )
-    return Ran([*ran.steps, *more], [*ran.due, *due], ran.actor, claimed, sends)
+    return Ran([*ran.steps, *more], [*ran.due, *due], ran.actor, claimed, sends, nearby)
 
 
 def _attempt_body(session: Session, work: Callable[[Session], Outcome | None]) -> Outcome | None:
