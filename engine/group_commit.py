@@ -46,9 +46,10 @@ class _Signal:
     next. A lock held from the start, released once: the waiter blocks in C, woken by a
     single release, where ``threading.Event`` runs a condition's Python on both sides and
     wakes its waiter only to have it wait again for the condition's lock (py-spy --gil
-    put ~10% of a busy worker's samples in ``Event.wait`` and ``set``). ``set`` is called from one thread at a time (the leader that hands the lead
-    on, then the batch's own leader), and again after it is set only by that unit's own
-    thread, which no longer waits."""
+    put ~10% of a busy worker's samples in ``Event.wait`` and ``set``). ``set`` is called
+    from one thread at a time (the leader that hands the lead on, then the batch's own
+    leader), and again after it is set only by that unit's own thread, which no longer
+    waits."""
 
     __slots__ = ("_lock", "_set")
 

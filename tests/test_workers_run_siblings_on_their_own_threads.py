@@ -59,9 +59,11 @@ def ended(session: Session, count: int, seconds: float = 15) -> list[tuple[str, 
     deadline = time.monotonic() + seconds
     while True:
         session.expire_all()
-        found = [tuple(row) for row in session.execute(select(Action.name, Action.status).order_by(Action.id))]
-        if sum(status in ("succeeded", "failed") for _, status in found) >= count or time.monotonic() > deadline:
-            return found  # type: ignore[return-value]
+        statement = select(Action.name, Action.status).order_by(Action.id)
+        found: list[tuple[str, str]] = [(name, status) for name, status in session.execute(statement)]
+        done = sum(status in ("succeeded", "failed") for _, status in found)
+        if done >= count or time.monotonic() > deadline:
+            return found
         time.sleep(0.05)
 
 
