@@ -5,11 +5,15 @@ the first child's step at once (engine/running.py). Its siblings must run in par
 they used to go to the broker, one message each, and each was claimed again by whichever
 worker received it: per sibling a send, a delivery, an acknowledgement and a claim of its
 own in a later batch. A worker process started by the ``dramatiq`` command now keeps a
-pool of ``STEPWISE_LOCAL_THREADS`` threads (default 32; 0 turns it off) for them: the batch
+pool of threads for them, as many as its worker has (``--threads``), or
+``STEPWISE_LOCAL_THREADS`` (0 turns it off): the batch
 that admits the siblings claims as many as the pool has free threads for (``free``), in
 the transaction that opened them, and they run on the pool at once, in parallel; the
-others go to the broker as before. ``bench/throughput.py``: each tree's two parallel
-siblings were ~40% of the workers' CPU.
+others go to the broker as before. ``bench/throughput.py`` (2 processes x 64 threads; one
+run at 8 and at 64, medians of 3 at 32 and with none): with 8 threads in each pool, 17,530 transitions for 2,000 trees and 0.200 actions/s per
+raw message/s; with 32, 16,130 and 0.249; with 64, 14,366 (nearly every sibling run here)
+and 0.268; with none, 18,000 and 0.196. A pool's threads wait for their batches as the
+worker's do, so a pool as large as the worker runs nearly all of them.
 
 Nothing is less durable for it: a sibling run here is claimed by a committed lease that the
 process's keeper extends while it runs (engine/claiming.py), as the first child's is; if
@@ -37,14 +41,14 @@ import dramatiq
 log = logging.getLogger("stepwise")
 
 THREADS_VARIABLE = "STEPWISE_LOCAL_THREADS"
-DEFAULT_THREADS = 32
 
 
-def configured_threads() -> int:
-    """``STEPWISE_LOCAL_THREADS``: the pool's threads in a worker process (0: no pool)."""
+def configured_threads(default: int) -> int:
+    """The pool's threads in a worker process: ``STEPWISE_LOCAL_THREADS`` if set (0: no
+    pool), else ``default`` (the worker's own)."""
     value = os.environ.get(THREADS_VARIABLE, "").strip()
     try:
-        threads = int(value) if value else DEFAULT_THREADS
+        threads = int(value) if value else default
     except ValueError:
         raise ValueError(f"{THREADS_VARIABLE} must be a whole number of threads, not {value!r}") from None
     if threads < 0:
@@ -116,7 +120,7 @@ class LocalRuns(dramatiq.Middleware):
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: Any) -> None:
         if self.worker_process:
-            pool.start(configured_threads())
+            pool.start(configured_threads(default=worker.worker_threads))
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: Any) -> None:
         pool.stop()

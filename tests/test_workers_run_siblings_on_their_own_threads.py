@@ -166,4 +166,11 @@ def test_a_pool_size_that_is_not_a_count_of_threads_is_refused(
 ) -> None:
     monkeypatch.setenv(local_runs.THREADS_VARIABLE, value)
     with pytest.raises(ValueError, match="STEPWISE_LOCAL_THREADS"):
-        local_runs.configured_threads()
+        local_runs.configured_threads(default=8)
+
+
+def test_a_pool_has_as_many_threads_as_its_worker_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(local_runs.THREADS_VARIABLE, raising=False)
+    assert local_runs.configured_threads(default=64) == 64
+    monkeypatch.setenv(local_runs.THREADS_VARIABLE, "0")
+    assert local_runs.configured_threads(default=64) == 0
