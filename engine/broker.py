@@ -20,9 +20,8 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, SessionTransaction
 
 from . import clock, commit_buffers, config
-from .local_runs import LocalRuns
 from .redis_doorbell import DoorbellRedisBroker
-from .worker_gc import WorkerGc
+from .worker_process import WorkerProcess
 
 log = logging.getLogger("stepwise")
 
@@ -68,13 +67,12 @@ _configured = False
 
 def setup() -> dramatiq.Broker:
     """Install the environment's broker as Dramatiq's global broker, once per process, with
-    the middleware that tunes a worker process's garbage collector (engine/worker_gc.py)
-    and the one that runs its pool of local runs (engine/local_runs.py)."""
+    the middleware that tunes a worker process's garbage collector and runs its pool of
+    local runs (engine/worker_process.py)."""
     global _configured
     if not _configured:
         broker = from_environment()
-        broker.add_middleware(WorkerGc())
-        broker.add_middleware(LocalRuns())
+        broker.add_middleware(WorkerProcess())
         dramatiq.set_broker(broker)
         _configured = True
     return dramatiq.get_broker()

@@ -6,14 +6,15 @@ they used to go to the broker, one message each, and each was claimed again by w
 worker received it: per sibling a send, a delivery, an acknowledgement and a claim of its
 own in a later batch. A worker process started by the ``dramatiq`` command now keeps a
 pool of threads for them, as many as its worker has (``--threads``), or
-``STEPWISE_LOCAL_THREADS`` (0 turns it off): the batch
-that admits the siblings claims as many as the pool has free threads for (``free``), in
-the transaction that opened them, and they run on the pool at once, in parallel; the
-others go to the broker as before. ``bench/throughput.py`` (2 processes x 64 threads; one
-run at 8 and at 64, medians of 3 at 32 and with none): with 8 threads in each pool, 17,530 transitions for 2,000 trees and 0.200 actions/s per
-raw message/s; with 32, 16,130 and 0.249; with 64, 14,366 (nearly every sibling run here)
-and 0.268; with none, 18,000 and 0.196. A pool's threads wait for their batches as the
-worker's do, so a pool as large as the worker runs nearly all of them.
+``STEPWISE_LOCAL_THREADS`` (0 turns it off): the batch that admits the siblings claims as
+many as the pool has free threads for (``free``), in the transaction that opened them, and
+they run on the pool at once, in parallel; the others go to the broker as before.
+
+``bench/throughput.py`` (2 processes x 64 threads; one run at 8 and at 64, medians of 3 at
+32 and with none): with 8 threads in each pool, 17,530 transitions for 2,000 trees and
+0.200 actions/s per raw message/s; with 32, 16,130 and 0.249; with 64, 14,366 (nearly
+every sibling run here) and 0.268; with none, 18,000 and 0.196. A pool's threads wait for
+their batches as the worker's do, so a pool as large as the worker runs nearly all of them.
 
 Nothing is less durable for it: a sibling run here is claimed by a committed lease that the
 process's keeper extends while it runs (engine/claiming.py), as the first child's is; if
@@ -21,10 +22,10 @@ the process dies, the lease lapses and the sweeper sends the step again. A run t
 with an error the engine did not handle gives its claim up and sends its step to the
 broker, where Dramatiq retries it as it would the message.
 
-The pool works only between the worker's boot and its shutdown (Dramatiq's
-``after_worker_boot`` and ``before_worker_shutdown``), in processes the ``dramatiq``
-command started: a worker embedded in another process (the studio's, a test's) and
-``engine.testing`` send every sibling to the broker, so what they run stays in their hands.
+The pool works only between the worker's boot and its shutdown, in processes the
+``dramatiq`` command started (engine/worker_process.py): a worker embedded in another
+process (the studio's, a test's) and ``engine.testing`` send every sibling to the broker,
+so what they run stays in their hands.
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-import dramatiq
 
 log = logging.getLogger("stepwise")
 
@@ -106,21 +105,3 @@ class Pool:
 
 
 pool = Pool()
-
-
-class LocalRuns(dramatiq.Middleware):
-    """Starts the pool once a worker process that the ``dramatiq`` command started has
-    booted its worker, and stops it when that worker shuts down."""
-
-    def __init__(self) -> None:
-        self.worker_process = False
-
-    def after_process_boot(self, broker: dramatiq.Broker) -> None:
-        self.worker_process = True
-
-    def after_worker_boot(self, broker: dramatiq.Broker, worker: Any) -> None:
-        if self.worker_process:
-            pool.start(configured_threads(default=worker.worker_threads))
-
-    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: Any) -> None:
-        pool.stop()

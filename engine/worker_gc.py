@@ -18,10 +18,9 @@ started), this:
   collection; those in cycles (a session and its objects) wait a little longer.
 
 Together they took collections to 0.2-0.3% of the workers' CPU (11-13 collections), at the
-same peak memory (84-87 MB a process). Only processes that
-the ``dramatiq`` command started are tuned (Dramatiq's ``process_boot`` event comes
-before their worker's boot); a worker embedded in another process (the studio's, a test's)
-leaves that process's collector as it is. ``STEPWISE_GC_THRESHOLD=0`` keeps Python's
+same peak memory (84-87 MB a process). Only processes that the ``dramatiq`` command
+started are tuned (engine/worker_process.py); a worker embedded in another process (the
+studio's, a test's) leaves that process's collector as it is. ``STEPWISE_GC_THRESHOLD=0`` keeps Python's
 defaults.
 """
 
@@ -29,9 +28,6 @@ from __future__ import annotations
 
 import gc
 import os
-from typing import Any
-
-import dramatiq
 
 THRESHOLD_VARIABLE = "STEPWISE_GC_THRESHOLD"
 DEFAULT_THRESHOLD = 10_000
@@ -60,18 +56,3 @@ def tune(youngest: int) -> None:
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(youngest, older, oldest)
-
-
-class WorkerGc(dramatiq.Middleware):
-    """Tunes the collector of a process the ``dramatiq`` command booted, once its worker
-    booted (see the module's doc)."""
-
-    def __init__(self) -> None:
-        self.worker_process = False
-
-    def after_process_boot(self, broker: dramatiq.Broker) -> None:
-        self.worker_process = True
-
-    def after_worker_boot(self, broker: dramatiq.Broker, worker: Any) -> None:
-        if self.worker_process:
-            tune(threshold())

@@ -1,7 +1,8 @@
 """A worker embedded in another process (the studio's, a test's) leaves that process's
-garbage collector as it is; only a process the ``dramatiq`` command booted is tuned
-(engine/worker_gc.py; tests/integration/test_a_worker_process_collects_garbage_less_often.py
-boots one). A malformed ``STEPWISE_GC_THRESHOLD`` is refused with a message naming it."""
+garbage collector as it is and keeps no pool of local runs; only a process the
+``dramatiq`` command booted is tuned (engine/worker_process.py;
+tests/integration/test_a_worker_process_collects_garbage_less_often.py boots one). A
+malformed ``STEPWISE_GC_THRESHOLD`` is refused with a message naming it."""
 
 from __future__ import annotations
 
@@ -11,15 +12,17 @@ import pytest
 from dramatiq import Worker
 from dramatiq.brokers.stub import StubBroker
 
-from engine import worker_gc
+from engine import local_runs, worker_gc
+from engine.worker_process import WorkerProcess
 
 
-def test_an_embedded_worker_leaves_the_collector_alone() -> None:
+def test_an_embedded_worker_leaves_the_collector_alone_and_keeps_no_pool() -> None:
     before = gc.get_threshold(), gc.get_freeze_count()
     broker = StubBroker()
-    broker.add_middleware(worker_gc.WorkerGc())
+    broker.add_middleware(WorkerProcess())
     worker = Worker(broker, worker_threads=1)
     worker.start()
+    assert local_runs.pool.free() == 0 and not local_runs.pool.submit(lambda: None)
     worker.stop()
     broker.close()
     assert (gc.get_threshold(), gc.get_freeze_count()) == before
