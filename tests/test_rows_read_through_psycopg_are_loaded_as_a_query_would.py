@@ -64,6 +64,16 @@ def opened(session: Session, actor: Any) -> int:
     return session.scalars(select(Step.id).where(Step.performed_at.is_(None))).one()
 
 
+def trip_started(session: Session, car: Car) -> tuple[list[int], Step]:
+    """A trip admitted and its body run: its two children invoked, not yet admitted (their
+    invocations' ids) and the trip's performed step."""
+    engine.later(car, "trip")
+    session.commit()
+    testing.perform_enqueued()
+    children = sorted(session.scalars(select(Invocation.id).where(Invocation.settled_at.is_(None))))
+    return children, session.scalars(select(Step).where(Step.performed_at.is_not(None))).one()
+
+
 def columns(instance: Any) -> dict[str, Any]:
     return {prop.key: getattr(instance, prop.key) for prop in sa_inspect(type(instance)).column_attrs}
 
@@ -275,13 +285,9 @@ def test_a_step_the_session_holds_is_refreshed_in_place_by_a_statement_that_writ
     session: Session, car: Car, statements: list[str]
 ) -> None:
     # Given a trip whose body started two children, both admitted and performing
-    engine.later(car, "trip")
-    session.commit()
-    testing.perform_enqueued()  # the trip admitted and its body run: two children invoked
-    children = list(session.scalars(select(Invocation.id).where(Invocation.settled_at.is_(None))))
+    children, trip_step = trip_started(session, car)
     with db.transaction() as own:
         batch_admission.admit_all(own, [Unit(None, batch_admission.admit_all, tuple(children))])
-    trip_step = session.scalars(select(Step).where(Step.performed_at.is_not(None))).one()
     first, second = session.scalars(select(Invocation.action_id).where(Invocation.id.in_(children)))
 
     with db.session() as batch:
@@ -313,11 +319,7 @@ def test_a_locking_read_of_rows_the_session_holds_sends_its_statement_once(
 ) -> None:
     # Given a trip whose body started two children, and a batch that holds the trip's
     # action (the parent whose conclusion admits them), its step and its lane
-    engine.later(car, "trip")
-    session.commit()
-    testing.perform_enqueued()
-    children = sorted(session.scalars(select(Invocation.id).where(Invocation.settled_at.is_(None))))
-    trip_step = session.scalars(select(Step).where(Step.performed_at.is_not(None))).one()
+    children, trip_step = trip_started(session, car)
     key = session.scalars(select(Performance.concurrency_key)).one()
     with db.session() as batch:
         held_action = batch.get(Action, trip_step.action_id)
