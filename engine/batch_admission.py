@@ -93,6 +93,7 @@ def admit_due(session: Session, batch: Sequence[Unit[Any]]) -> None:
             del unit.admissions[admissions:]
             unit.admissions.extend(unit.due or ())  # read once the batch committed
         return
+    free = local_runs.pool.free()  # threads of the process's pool for the whole batch
     for unit in units:
         # Their actions (with their actors) stay in the session for the claims of the steps.
         unit.held.extend(admitted[invocation_id] for invocation_id in unit.due or ())
@@ -100,7 +101,8 @@ def admit_due(session: Session, batch: Sequence[Unit[Any]]) -> None:
         if opened:
             # The first here; as many others as the process's pool has threads free for
             # claimed with it, for the pool (engine/local_runs.py); the rest sent.
-            nearby = opened[1 : 1 + local_runs.pool.free()]
+            nearby = opened[1 : 1 + free]
+            free -= len(nearby)
             unit.opened.append(opened[0])
             unit.opened.extend(nearby)
             unit.after_commit.append(functools.partial(unit.ready.append, opened[0]))

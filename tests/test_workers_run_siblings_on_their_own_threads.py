@@ -16,8 +16,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
-from engine import config, local_runs, running, testing
-from engine.models import Action, Step
+from engine import batch_admission, config, db, local_runs, running, testing
+from engine.group_commit import Unit
+from engine.models import Action, Invocation, Step
 from tests.domain import Car
 
 #: The three children of a meeting: each body returns only once all three are running.
@@ -158,6 +159,41 @@ def test_a_sibling_whose_run_here_fails_unhandled_goes_to_the_broker_unclaimed(
     monkeypatch.setattr(running, "run_steps", original)
     testing.drain()
     assert ended(session, 4) == [("gather", "succeeded")] + [("sit", "succeeded")] * 3
+
+
+def test_a_batch_claims_no_more_siblings_than_the_pool_has_threads_free_for(session: Session) -> None:
+    # Given two gatherings whose bodies ran, their three children each not yet admitted,
+    # and a pool with two threads free
+    config.admit_children_here = False  # the children stay due
+    cars = [Car(location="alone"), Car(location="alone")]
+    session.add_all(cars)
+    session.commit()
+    for car in cars:
+        engine.later(car, "gather")
+    session.commit()
+    testing.perform_enqueued()
+    local_runs.pool.start(2)
+    units: list[Unit[Any]] = []
+    for car in cars:
+        unit: Unit[Any] = Unit(None, admit_due=True)
+        assert unit.due is not None
+        unit.due.extend(
+            session.scalars(
+                select(Invocation.id)
+                .where(Invocation.name == "sit", Invocation.actor_id == str(car.id))
+                .order_by(Invocation.id)
+            )
+        )
+        units.append(unit)
+
+    # When one batch admits both gatherings' children
+    with db.transaction() as batch:
+        batch_admission.admit_due(batch, units)
+
+    # Then each first child is its unit's, and the pool gets two siblings in all
+    assert [len(unit.opened) for unit in units] == [3, 1]
+    assert [len(unit.nearby) for unit in units] == [2, 0]
+    assert [len(unit.sends) for unit in units] == [0, 2]
 
 
 @pytest.mark.parametrize("value", ["many", "-1"])
