@@ -2,10 +2,12 @@
 
 ``handle_exceptions`` lists the exception classes that fail a step or an action instead of
 propagating to the worker: all exceptions by default, none under ``engine.testing``.
+``count`` reads a worker process's counts from the environment.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -51,3 +53,18 @@ def handling(*classes: type[BaseException]) -> Iterator[None]:
         yield
     finally:
         handle_exceptions = saved
+
+
+def count(variable: str, default: int) -> int:
+    """The whole number ``variable`` holds in the environment (0 or more), ``default`` when
+    it is unset or blank; a clear error naming it otherwise."""
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        return default
+    try:
+        found = int(value)
+    except ValueError:
+        raise ValueError(f"{variable} must be a whole number, not {value!r}") from None
+    if found < 0:
+        raise ValueError(f"{variable} must be 0 or more, not {found}")
+    return found

@@ -187,16 +187,16 @@ class GroupCommit:
         result, ready, admissions = self._run(unit)
         return result, ready, admissions, unit.claims
 
-    def run_admitting(
-        self, together: Together, item: Any, claim_ready: int
-    ) -> tuple[Any, list[int], list[int], dict[int, Any], list[int], list[int]]:
+    def run_admitting(self, together: Together, item: Any, claim_ready: int) -> Unit[Any]:
         """``run_claiming``, the invocations it makes due admitted in the same transaction
-        (``ADMIT_DUE``): also returns the steps they opened that this thread does not run,
-        for it to send to the workers, and those claimed for this process's pool."""
+        (``ADMIT_DUE``): the unit, once committed, with its ``ready`` steps, its due
+        ``admissions``, its ``claims``, the steps the admissions opened that this thread
+        sends to the workers (``sends``) and those claimed for this process's pool
+        (``nearby``)."""
         # No module admits them here (batch_admission not imported): due after the commit.
         unit: Unit[Any] = Unit(None, together, item, claim_ready, admit_due=bool(ADMIT_DUE))
-        result, ready, admissions = self._run(unit)
-        return result, ready, admissions, unit.claims, unit.sends, unit.nearby
+        self._run(unit)
+        return unit
 
     def _run(self, unit: Unit[T]) -> tuple[T, list[int], list[int]]:
         with self._lock:
@@ -298,8 +298,6 @@ def run_claiming(
     return shared().run_claiming(together, item, claim_ready)
 
 
-def run_admitting(
-    together: Together, item: Any, claim_ready: int
-) -> tuple[Any, list[int], list[int], dict[int, Any], list[int], list[int]]:
+def run_admitting(together: Together, item: Any, claim_ready: int) -> Unit[Any]:
     """Run ``item`` in this process's next batch: see ``GroupCommit.run_admitting``."""
     return shared().run_admitting(together, item, claim_ready)

@@ -31,11 +31,12 @@ so what they run stays in their hands.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from . import config
 
 log = logging.getLogger("stepwise")
 
@@ -45,14 +46,7 @@ THREADS_VARIABLE = "STEPWISE_LOCAL_THREADS"
 def configured_threads(default: int) -> int:
     """The pool's threads in a worker process: ``STEPWISE_LOCAL_THREADS`` if set (0: no
     pool), else ``default`` (the worker's own)."""
-    value = os.environ.get(THREADS_VARIABLE, "").strip()
-    try:
-        threads = int(value) if value else default
-    except ValueError:
-        raise ValueError(f"{THREADS_VARIABLE} must be a whole number of threads, not {value!r}") from None
-    if threads < 0:
-        raise ValueError(f"{THREADS_VARIABLE} must be 0 or more, not {threads}")
-    return threads
+    return config.count(THREADS_VARIABLE, default)
 
 
 class Pool:

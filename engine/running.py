@@ -93,15 +93,17 @@ def _run_nearby(step_ids: list[int], held: dict[int, claiming.Claim], actor: Act
     run as a worker runs a step it was sent (``run_steps``); a step left unclaimed goes to
     the workers. Those the pool no longer takes (the worker is shutting down): for this
     thread to run in turn, their claims kept."""
-    _send_steps([step_id for step_id in step_ids if step_id not in held], actor)
+    unclaimed: list[int] = []
     left: list[int] = []
     for step_id in step_ids:
         claim = held.get(step_id)
-        if claim is not None:
-            if local_runs.pool.submit(functools.partial(_run_handed_over, claim, actor)):
-                del held[step_id]
-            else:
-                left.append(step_id)
+        if claim is None:
+            unclaimed.append(step_id)
+        elif local_runs.pool.submit(functools.partial(_run_handed_over, claim, actor)):
+            del held[step_id]
+        else:
+            left.append(step_id)
+    _send_steps(unclaimed, actor)
     return left
 
 
@@ -227,10 +229,9 @@ def _concluded(step_id: int, outcome: Outcome | None, ran: Ran) -> Ran:
     if outcome is None:
         return ran
     concluding = (step_id, outcome)
-    _, more, due, claimed, sends, nearby = group_commit.run_admitting(
-        batch_conclusion.conclude_all, concluding, ALL_READY
-    )
-    return Ran([*ran.steps, *more], [*ran.due, *due], ran.actor, claimed, sends, nearby)
+    unit = group_commit.run_admitting(batch_conclusion.conclude_all, concluding, ALL_READY)
+    steps, due = [*ran.steps, *unit.ready], [*ran.due, *unit.admissions]
+    return Ran(steps, due, ran.actor, unit.claims, unit.sends, unit.nearby)
 
 
 def _attempt_body(session: Session, work: Callable[[Session], Outcome | None]) -> Outcome | None:

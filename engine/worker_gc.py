@@ -20,14 +20,15 @@ started), this:
 Together they took collections to 0.2-0.3% of the workers' CPU (11-13 collections), at the
 same peak memory (84-87 MB a process). Only processes that the ``dramatiq`` command
 started are tuned (engine/worker_process.py); a worker embedded in another process (the
-studio's, a test's) leaves that process's collector as it is. ``STEPWISE_GC_THRESHOLD=0`` keeps Python's
-defaults.
+studio's, a test's) leaves that process's collector as it is. ``STEPWISE_GC_THRESHOLD=0``
+keeps Python's defaults.
 """
 
 from __future__ import annotations
 
 import gc
-import os
+
+from . import config
 
 THRESHOLD_VARIABLE = "STEPWISE_GC_THRESHOLD"
 DEFAULT_THRESHOLD = 10_000
@@ -35,16 +36,7 @@ DEFAULT_THRESHOLD = 10_000
 
 def threshold() -> int:
     """The youngest generation's threshold from the environment; 0 leaves Python's."""
-    value = os.environ.get(THRESHOLD_VARIABLE, "").strip()
-    if not value:
-        return DEFAULT_THRESHOLD
-    try:
-        found = int(value)
-    except ValueError:
-        raise ValueError(f"{THRESHOLD_VARIABLE} must be a whole number, not {value!r}") from None
-    if found < 0:
-        raise ValueError(f"{THRESHOLD_VARIABLE} must be 0 or more, not {found}")
-    return found
+    return config.count(THRESHOLD_VARIABLE, DEFAULT_THRESHOLD)
 
 
 def tune(youngest: int) -> None:
