@@ -122,8 +122,12 @@ def perform_enqueued(only: Callable[[Enqueued], bool] | None = None) -> int:
     they enqueue stay queued. Returns how many were performed."""
     items = _take_all()
     now = clock.now()
-    run = [i for i in items if (i.due is None or i.due <= now) and (only is None or only(i))]
-    _put_back([i for i in items if i not in run])
+    run: list[Enqueued] = []
+    kept: list[Enqueued] = []
+    for item in items:
+        due = (item.due is None or item.due <= now) and (only is None or only(item))
+        (run if due else kept).append(item)
+    _put_back(kept)
     for item in run:
         _perform(item)
     return len(run)
