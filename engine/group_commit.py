@@ -88,6 +88,7 @@ class Unit(Generic[T]):
         "sends",
         "together",
         "work",
+        "written",
     )
 
     def __init__(
@@ -105,6 +106,8 @@ class Unit(Generic[T]):
         self.item = item
         self.done = _Signal()
         self.lead = False
+        #: Its transaction ended: committed, or failed with ``error``.
+        self.written = False
         self.result: T | None = None
         self.error: BaseException | None = None
         #: The broker messages, the ready steps and the invocations due for admission
@@ -206,19 +209,31 @@ class GroupCommit:
         if not leads:
             unit.done.wait()
         if leads or unit.lead:
-            self._lead()
+            self._lead(unit)
         for callback in unit.after_commit:
             broker.run_callback(callback)
         if unit.error is not None:
             raise unit.error
         return unit.result, unit.ready, unit.admissions  # type: ignore[return-value]
 
-    def _lead(self) -> None:
+    def _lead(self, own: Unit[Any]) -> None:
+        """Write the next batch from this thread (``own`` its unit). An exception that
+        interrupts the thread itself, not the batch (``BaseException``: Dramatiq's time
+        limit or shutdown raised in the thread wherever it is), rolls the batch back; the
+        other units not yet written (each alone, after a failed batch) go back to the head
+        of the queue, led on by one of their threads, and the interruption goes on in this
+        one."""
         with self._lock:
             batch = self._waiting[: self.max_batch]
             del self._waiting[: self.max_batch]
         try:
             self._write(batch)
+        except BaseException:
+            unwritten = [unit for unit in batch if unit is not own and not unit.written]
+            with self._lock:
+                self._waiting[:0] = unwritten
+            batch = [unit for unit in batch if unit is own or unit.written]
+            raise
         finally:
             with self._lock:
                 if self._waiting:
@@ -235,12 +250,14 @@ class GroupCommit:
             db.retrying_fresh(lambda session: self._run_all(session, batch))
         except Exception as error:
             if len(batch) == 1:
-                batch[0].error = error
+                batch[0].error, batch[0].written = error, True
                 return
             log.info("a batch of %d transitions failed (%s): running each alone", len(batch), error)
             for unit in batch:
                 self._write([unit])
             return
+        for unit in batch:
+            unit.written = True
         self.batches += 1
         self.transitions += len(batch)
 
