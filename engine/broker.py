@@ -72,7 +72,7 @@ def setup() -> dramatiq.Broker:
     global _configured
     if not _configured:
         broker = from_environment()
-        broker.add_middleware(WorkerProcess())
+        broker.add_middleware(WorkerProcess(local_job=PERFORM_STEP))
         dramatiq.set_broker(broker)
         _configured = True
     return dramatiq.get_broker()

@@ -22,6 +22,12 @@ the process dies, the lease lapses and the sweeper sends the step again. A run t
 with an error the engine did not handle gives its claim up and sends its step to the
 broker, where Dramatiq retries it as it would the message.
 
+Each run on the pool is under Dramatiq's time limit, as a message of the job it stands
+for would be (``TimeLimit``: the ``time_limit`` option of ``stepwise.perform_step``, else
+the ``TimeLimit`` middleware's own, 10 minutes by default): past it, Dramatiq's timer
+interrupts the run, which gives its claim up and sends its step to the broker, as a run
+that failed unhandled does (engine/running.py), and the thread is free again.
+
 The pool works only between the worker's boot and its shutdown, in processes the
 ``dramatiq`` command started (engine/worker_process.py): a worker embedded in another
 process (the studio's, a test's) and ``engine.testing`` send every sibling to the broker,
@@ -34,7 +40,11 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
+
+import dramatiq
+from dramatiq.middleware import TimeLimit as DramatiqTimeLimit
 
 from . import config
 
@@ -49,6 +59,31 @@ def configured_threads(default: int) -> int:
     return config.count(THREADS_VARIABLE, default)
 
 
+@dataclass(frozen=True)
+class TimeLimit:
+    """Dramatiq's time limit over each run: ``manager`` is the ``TimeLimit`` middleware's
+    timer, which interrupts a thread past its deadline (``dramatiq.middleware.Interrupt``)."""
+
+    manager: Any
+    milliseconds: float
+
+    @classmethod
+    def of(cls, broker: dramatiq.Broker, job: str) -> TimeLimit | None:
+        """The limit a message of ``job`` runs under on ``broker``, as Dramatiq reckons it;
+        None when the broker has no ``TimeLimit`` middleware."""
+        for middleware in broker.middleware:
+            if isinstance(middleware, DramatiqTimeLimit):
+                limit = broker.get_actor(job).options.get("time_limit") or middleware.time_limit
+                return cls(middleware.manager, limit)
+        return None
+
+    def start(self) -> None:
+        self.manager.add_timeout(threading.get_ident(), self.milliseconds)
+
+    def end(self) -> None:
+        self.manager.remove_timeout(threading.get_ident())
+
+
 class Pool:
     """A bounded pool of threads for runs handed over by other threads of this process."""
 
@@ -57,13 +92,16 @@ class Pool:
         self._threads = 0
         self._busy = 0
         self._executor: ThreadPoolExecutor | None = None
+        self._time_limit: TimeLimit | None = None
 
-    def start(self, threads: int) -> None:
-        """Take runs on ``threads`` threads (started as runs come)."""
+    def start(self, threads: int, time_limit: TimeLimit | None = None) -> None:
+        """Take runs on ``threads`` threads (started as runs come), each run under
+        ``time_limit`` if one is given."""
         with self._lock:
             if threads and self._executor is None:
                 self._executor = ThreadPoolExecutor(threads, thread_name_prefix="stepwise-local")
             self._threads = threads
+            self._time_limit = time_limit
 
     def stop(self) -> None:
         """Take no more runs; those running finish (the process waits for them at exit)."""
@@ -72,6 +110,11 @@ class Pool:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False)
+
+    @property
+    def time_limit(self) -> TimeLimit | None:
+        """The limit each run starts under."""
+        return self._time_limit
 
     def free(self) -> int:
         """Threads free for runs now: a hint, read without a reservation (a run handed in
@@ -89,6 +132,9 @@ class Pool:
         return True
 
     def _run(self, run: Callable[[], Any]) -> None:
+        time_limit = self._time_limit
+        if time_limit is not None:
+            time_limit.start()
         try:
             run()
         except Exception:
@@ -96,6 +142,8 @@ class Pool:
         finally:
             with self._lock:
                 self._busy -= 1
+            if time_limit is not None:
+                time_limit.end()
 
 
 pool = Pool()

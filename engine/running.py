@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from dramatiq.middleware import Interrupt
 from sqlalchemy.orm import Session
 
 from . import batch_admission, batch_conclusion, broker, claiming, db, group_commit, local_runs
@@ -109,12 +110,13 @@ def _run_nearby(step_ids: list[int], held: dict[int, claiming.Claim], actor: Act
 
 def _run_handed_over(claim: claiming.Claim, actor: ActorRef | None) -> None:
     """Run a step handed over with its claim, and what it makes ready. If that fails with
-    an error the engine did not handle (recorded by ``run_steps``), the claim is given up
-    and the step sent to the workers, where Dramatiq retries it as it would its message."""
+    an error the engine did not handle (recorded by ``run_steps``), or Dramatiq's time
+    limit interrupts it (engine/local_runs.py), the claim is given up and the step sent to
+    the workers, where Dramatiq retries it as it would its message."""
     step_id = claim.step.id
     try:
         run_steps([step_id], None, actor, {step_id: claim})
-    except Exception:
+    except (Exception, Interrupt):
         log.warning("running step %d here failed: sent to the workers", step_id, exc_info=True)
         claiming.give_up({step_id: claim})
         _send_steps([step_id], actor)

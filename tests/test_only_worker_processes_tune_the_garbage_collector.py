@@ -12,6 +12,7 @@ import pytest
 from dramatiq import Worker
 from dramatiq.brokers.stub import StubBroker
 
+from engine import broker as engine_broker
 from engine import local_runs, worker_gc
 from engine.worker_process import WorkerProcess
 
@@ -19,7 +20,7 @@ from engine.worker_process import WorkerProcess
 def test_an_embedded_worker_leaves_the_collector_alone_and_keeps_no_pool() -> None:
     before = gc.get_threshold(), gc.get_freeze_count()
     broker = StubBroker()
-    broker.add_middleware(WorkerProcess())
+    broker.add_middleware(WorkerProcess(local_job=engine_broker.PERFORM_STEP))
     worker = Worker(broker, worker_threads=1)
     worker.start()
     assert local_runs.pool.free() == 0 and not local_runs.pool.submit(lambda: None)

@@ -2,7 +2,8 @@
 a process the ``dramatiq`` command started does once its worker booted), when a body starts
 children, then the batch that admits them claims the siblings of the first child for the
 pool, and they run there at once and in parallel, with no message to the broker; what the
-pool cannot take goes to the broker, and what fails there is sent to it too."""
+pool cannot take goes to the broker, and what fails there, or runs past Dramatiq's time
+limit, is sent to it too."""
 
 from __future__ import annotations
 
@@ -11,14 +12,18 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import dramatiq
 import pytest
+from dramatiq.middleware import TimeLimit
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
-from engine import batch_admission, config, db, local_runs, running, testing
+from engine import batch_admission, config, db, local_runs, running, testing, worker_gc
+from engine import broker as engine_broker
 from engine.group_commit import Unit
 from engine.models import Action, Invocation, Step
+from engine.worker_process import WorkerProcess
 from tests.domain import Car
 
 #: The three children of a meeting: each body returns only once all three are running.
@@ -46,12 +51,21 @@ def gathering() -> None:
         pass
 
     engine.define(Car, "sit", sit, concurrency_key=lambda car, seat: f"Car/{car.id}/sit/{seat}")
+
+    def linger(car: Car, seat: int) -> None:
+        """Ten seconds on the pool's threads (interrupted sooner by a time limit), none elsewhere."""
+        if threading.current_thread().name.startswith("stepwise-local"):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+
+    engine.define(Car, "linger", linger, concurrency_key=lambda car, seat: f"Car/{car.id}/linger/{seat}")
     gather = engine.define(Car, "gather")
 
     @gather.step
     def invite(car: Car, step: engine.StepContext) -> None:
         for seat in (1, 2, 3):
-            step.do("meet" if car.location != "alone" else "sit", seat)
+            step.do({"alone": "sit", "lingering": "linger"}.get(car.location or "", "meet"), seat)
 
 
 def ended(session: Session, count: int, seconds: float = 15) -> list[tuple[str, str]]:
@@ -159,6 +173,56 @@ def test_a_sibling_whose_run_here_fails_unhandled_goes_to_the_broker_unclaimed(
     monkeypatch.setattr(running, "run_steps", original)
     testing.drain()
     assert ended(session, 4) == [("gather", "succeeded")] + [("sit", "succeeded")] * 3
+
+
+def test_a_sibling_past_dramatiq_s_time_limit_on_the_pool_is_interrupted_and_sent_to_the_broker(
+    session: Session, car: Car
+) -> None:
+    # Given a pool whose runs are under a time limit of 0.3 s (Dramatiq's own timer,
+    # checking every 20 ms), and siblings that would run for 10 s on it
+    middleware = TimeLimit(time_limit=300, interval=20)
+    middleware.after_process_boot(dramatiq.get_broker())  # starts the timer's thread
+    local_runs.pool.start(4, local_runs.TimeLimit(middleware.manager, 300))
+    car.location = "lingering"
+    engine.later(car, "gather")
+    session.commit()
+
+    # When the gathering is admitted
+    started = time.monotonic()
+    testing.perform_enqueued()
+    while len(testing.enqueued()) < 2 and time.monotonic() < started + 8:
+        time.sleep(0.05)
+
+    # Then both siblings were interrupted well before their 10 s, and went to the broker
+    # with their claims given up; from there they run to the end
+    assert time.monotonic() - started < 8
+    assert [item.job for item in testing.enqueued()] == ["stepwise.perform_step"] * 2
+    session.expire_all()
+    sent = [item.args[0] for item in testing.enqueued()]
+    assert session.scalars(select(Step.leased_until).where(Step.id.in_(sent))).all() == [None, None]
+    assert local_runs.pool.free() == 4
+    testing.drain()
+    assert ended(session, 4) == [("gather", "succeeded")] + [("linger", "succeeded")] * 3
+
+
+def test_runs_on_the_pool_have_the_time_limit_of_a_step_s_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a worker process's broker with Dramatiq's TimeLimit middleware (10 minutes by
+    # default) and the engine's middleware
+    broker = dramatiq.get_broker()
+    limit = next(m for m in broker.middleware if isinstance(m, TimeLimit))
+    monkeypatch.setattr(worker_gc, "tune", lambda threshold: None)  # the process's collector stays
+    process = WorkerProcess(local_job=engine_broker.PERFORM_STEP)
+    process.after_process_boot(broker)
+
+    # When its worker boots
+    process.after_worker_boot(broker, dramatiq.Worker(broker, worker_threads=2))
+
+    # Then its pool's runs are under the limit a message of stepwise.perform_step has
+    assert local_runs.pool.time_limit == local_runs.TimeLimit(limit.manager, limit.time_limit)
+    monkeypatch.setitem(broker.get_actor(engine_broker.PERFORM_STEP).options, "time_limit", 5_000)
+    assert local_runs.TimeLimit.of(broker, engine_broker.PERFORM_STEP) == local_runs.TimeLimit(
+        limit.manager, 5_000
+    )
 
 
 def test_a_batch_claims_no_more_siblings_than_the_pool_has_threads_free_for(session: Session) -> None:
