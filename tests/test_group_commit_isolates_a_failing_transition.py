@@ -58,37 +58,53 @@ def completing(action_id: int) -> Callable[[Session], bool]:
     return work
 
 
+class HeldBatch:
+    """A group commit whose first batch is held open while transitions queue up behind it,
+    each from a thread of its own, in the order they are queued; ``release`` lets the
+    batches go and returns each transition's result, or the exception its thread got."""
+
+    def __init__(self) -> None:
+        self.group = GroupCommit()
+        self.gate = threading.Event()
+        self.results: dict[int, Any] = {}
+        self.threads: list[threading.Thread] = []
+        threading.Thread(target=self._submit, args=(-1, lambda _session: self.gate.wait(timeout=10))).start()
+        while not self.group._writing:
+            time.sleep(0.001)
+
+    def queue(self, key: int, work: Callable[[Session], Any]) -> None:
+        self.threads.append(threading.Thread(target=self._submit, args=(key, work)))
+        self.threads[-1].start()
+        while len(self.group._waiting) < len(self.threads):
+            time.sleep(0.001)
+
+    def release(self) -> dict[int, Any]:
+        self.gate.set()
+        for thread in self.threads:
+            thread.join(timeout=30)
+        assert not any(thread.is_alive() for thread in self.threads)
+        return self.results
+
+    def _submit(self, key: int, work: Callable[[Session], Any]) -> None:
+        try:
+            self.results[key] = self.group.run(work)[0]
+        except BaseException as error:
+            self.results[key] = error
+
+
 def test_one_failing_transition_leaves_the_rest_of_its_batch_committed(
     session: Session, outbound_actions: list[int]
 ) -> None:
-    group = GroupCommit()
-    gate = threading.Event()
-    results: dict[int, Any] = {}
+    # Given three completions queued behind a held batch (the second's callback raises)
+    held = HeldBatch()
+    for action_id in outbound_actions:
+        held.queue(action_id, completing(action_id))
 
-    def hold(_session: Session) -> None:
-        gate.wait(timeout=10)  # the first batch: while it is written, the others queue up
+    # When they are written together
+    results = held.release()
+    group = held.group
 
-    def submit(key: int, work: Callable[[Session], Any]) -> None:
-        try:
-            results[key] = group.run(work)[0]
-        except Exception as error:
-            results[key] = error
-
-    threads = [threading.Thread(target=submit, args=(-1, hold))]
-    threads += [
-        threading.Thread(target=submit, args=(action_id, completing(action_id)))
-        for action_id in outbound_actions
-    ]
-    threads[0].start()
-    while not group._writing:
-        time.sleep(0.001)
-    for thread in threads[1:]:
-        thread.start()
-    while len(group._waiting) < len(outbound_actions):
-        time.sleep(0.001)
-    gate.set()
-    for thread in threads:
-        thread.join(timeout=30)
+    # Then the failing one failed alone, and the others committed
 
     first, failing, last = outbound_actions
     assert results[first] is True
