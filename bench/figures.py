@@ -8,6 +8,15 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+
+class _Rated(Protocol):
+    @property
+    def ratio(self) -> float: ...
+
+
+R = TypeVar("R", bound=_Rated)
 
 
 @dataclass
@@ -65,6 +74,12 @@ def percentile(values: Sequence[float], p: float) -> float:
     rank = (len(ordered) - 1) * p / 100
     low, high = math.floor(rank), math.ceil(rank)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def median_round(rounds: Sequence[R]) -> R:
+    """The round whose ratio is the median (the higher middle one of an even count): the
+    one a script's table shows when it measured in rounds."""
+    return sorted(rounds, key=lambda r: r.ratio)[len(rounds) // 2]
 
 
 def table(title: str, rows: Sequence[tuple[str, ...]], header: tuple[str, ...] = (), values: int = 1) -> None:

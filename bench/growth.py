@@ -27,9 +27,9 @@ import psycopg
 
 from bench import common, processes, seed
 from bench.common import say
-from bench.figures import table
+from bench.engine_run import EngineRun, measure_trees
+from bench.figures import median_round, table
 from bench.processes import Workers, running, worker_env
-from bench.throughput import EngineRun, measure_trees
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
             rounds.append(Round(n, runs["empty"], runs["with history"]))
             say(rounds[-1].summary())
 
-    median = sorted(rounds, key=lambda r: r.ratio)[len(rounds) // 2]
+    median = median_round(rounds)
     before, after = figures(median.empty), figures(median.full)
     rows = [(name, before[name], after[name], ratio(before[name], after[name])) for name in before]
     table(

@@ -92,7 +92,8 @@ class Pool:
         self._threads = 0
         self._busy = 0
         self._executor: ThreadPoolExecutor | None = None
-        self._time_limit: TimeLimit | None = None
+        #: The limit each run starts under (``start``).
+        self.time_limit: TimeLimit | None = None
 
     def start(self, threads: int, time_limit: TimeLimit | None = None) -> None:
         """Take runs on ``threads`` threads (started as runs come), each run under
@@ -101,7 +102,7 @@ class Pool:
             if threads and self._executor is None:
                 self._executor = ThreadPoolExecutor(threads, thread_name_prefix="stepwise-local")
             self._threads = threads
-            self._time_limit = time_limit
+            self.time_limit = time_limit
 
     def stop(self) -> None:
         """Take no more runs; those running finish (the process waits for them at exit)."""
@@ -110,11 +111,6 @@ class Pool:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False)
-
-    @property
-    def time_limit(self) -> TimeLimit | None:
-        """The limit each run starts under."""
-        return self._time_limit
 
     def free(self) -> int:
         """Threads free for runs now: a hint, read without a reservation (a run handed in
@@ -132,7 +128,7 @@ class Pool:
         return True
 
     def _run(self, run: Callable[[], Any]) -> None:
-        time_limit = self._time_limit
+        time_limit = self.time_limit
         if time_limit is not None:
             time_limit.start()
         try:
