@@ -27,9 +27,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column, object_session, relationship
-from sqlalchemy.orm.attributes import set_committed_value
 
-from . import arguments, clock, registry, status
+from . import arguments, clock, registry, rows, status
 from .db import Base, Id, Timestamps, partial_index
 from .definition import Definition, find_or_add
 from .errors import InvalidTransition
@@ -295,18 +294,15 @@ def write_status(
     parameters.update(w_action_id=action.id, now=now)
     if joined is not None:
         parameters.update(joined_parameters or {})
-        rows = session.connection().execute(joined(statement), parameters).all()
-        matched = len(rows)
+        found = session.connection().execute(joined(statement), parameters).all()
+        matched = len(found)
         if joined_rows is not None:
-            joined_rows.extend(rows)
+            joined_rows.extend(found)
     else:
         matched = session.connection().execute(statement, parameters).rowcount
     if matched != 1:
         return False
-    set_committed_value(action, "status", to)
-    set_committed_value(action, "updated_at", now)
-    for key, value in values.items():
-        set_committed_value(action, key, value)
+    rows.set_committed(action, {"status": to, "updated_at": now, **values})
     return True
 
 

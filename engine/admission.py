@@ -16,9 +16,8 @@ from sqlalchemy import BigInteger, bindparam, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session, make_transient
-from sqlalchemy.orm.attributes import set_committed_value
 
-from . import achievement, arguments, clock, db, founding, history, performance, registry, status
+from . import achievement, arguments, clock, db, founding, history, performance, registry, rows, status
 from .action import Action, error_class, error_data, write_status
 from .completion import conclude, perform
 from .config import handles, run_user_code
@@ -177,8 +176,7 @@ def _settle(session: Session, invocation: Invocation, outcome: str, action: Acti
         return
     values = {"settled_at": now, "outcome": outcome, "action_id": action.id}
     session.connection().execute(_SETTLED_AND_LINKED, {"invocation_id": invocation.id, **values})
-    for name, value in values.items():
-        set_committed_value(invocation, name, value)
+    rows.set_committed(invocation, values)
 
 
 _invocations = Invocation.__table__.c
@@ -382,11 +380,11 @@ def ancestors_include(session: Session, start_ids: set[int], target_id: int) -> 
         if target_id in frontier:
             return True
         seen |= frontier
-        rows = session.scalars(
+        parents = session.scalars(
             select(Step.action_id)
             .join(step_actions, step_actions.c.parent_step_id == Step.id)
             .where(step_actions.c.child_action_id.in_(frontier))
             .distinct()
         ).all()
-        frontier = set(rows) - seen
+        frontier = set(parents) - seen
     return False

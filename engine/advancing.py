@@ -14,9 +14,8 @@ from typing import Any
 
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.attributes import set_committed_value
 
-from . import clock, recordset, status
+from . import clock, recordset, rows, status
 from .action import Action
 from .step import Step, mark_written
 
@@ -42,8 +41,7 @@ def advance(session: Session, action: Action, index: int) -> int | None:
     row = session.connection().execute(_ADVANCE, parameters).first()
     if row is None:
         return None
-    set_committed_value(action, "current_step_index", index)
-    set_committed_value(action, "updated_at", now)
+    rows.set_committed(action, {"current_step_index": index, "updated_at": now})
     return int(row[0] or 0)
 
 
@@ -51,18 +49,18 @@ def advance_all(session: Session, moves: list[tuple[Action, Step]], now: Any) ->
     """Each step of ``moves`` succeeded: write it, and move its action (if still performing)
     to its next step, opened as that step's next visit. By action id, the next step's id
     and visit, for the actions that moved."""
-    rows = [
+    moving = [
         {"action_id": action.id, "step_id": step.id, "next_index": action.current_step_index + 1}
         for action, step in moves
     ]
     session.flush()  # what the statement may read is written first
-    result = session.connection().exec_driver_sql(_ADVANCE_ALL_SQL, (recordset.dumps(rows), now))
+    result = session.connection().exec_driver_sql(_ADVANCE_ALL_SQL, (recordset.dumps(moving), now))
     opened = {action_id: (step_id, visit) for action_id, step_id, visit in result.all()}
     for action, step in moves:
         mark_written(step, {"status": status.STEP_SUCCEEDED, "completed_at": now, "updated_at": now})
         if action.id in opened:
-            set_committed_value(action, "current_step_index", action.current_step_index + 1)
-            set_committed_value(action, "updated_at", now)
+            moved = {"current_step_index": action.current_step_index + 1, "updated_at": now}
+            rows.set_committed(action, moved)
     return opened
 
 

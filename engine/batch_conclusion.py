@@ -36,7 +36,6 @@ from typing import Any, cast
 
 from sqlalchemy import Table
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.attributes import set_committed_value
 
 from . import advancing as advancing_
 from . import batch_spawning, broker, clock, concluding, history, lease, performance, recordset, rows, status
@@ -275,8 +274,7 @@ def _record(session: Session, ending: _Ending, now: Any, completed: bool) -> Non
     values = {"status": status.SUCCEEDED, "completed_at": now, "updated_at": now}
     if ending.result is not None:
         values["result"] = ending.result
-    for key, value in values.items():
-        set_committed_value(action, key, value)
+    rows.set_committed(action, values)
     history.record(session, action, "completed", status=status.SUCCEEDED)
 
 

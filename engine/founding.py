@@ -33,7 +33,6 @@ from typing import Any, cast
 from sqlalchemy import Table
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.attributes import set_committed_value
 
 from . import broker, clock, history, recordset, rows, status
 from .achievement import Achievement
@@ -112,8 +111,7 @@ def found_all(session: Session, admissions: Sequence[tuple[Action, Invocation]])
         # values (nothing on Action listens to "set").
         candidate.__dict__.update(values)
         rows.persist(session, candidate, _IDENTITY((values["id"],)))
-        for name, value in (("settled_at", now), ("outcome", "admitted"), ("action_id", candidate.id)):
-            set_committed_value(invocation, name, value)
+        rows.set_committed(invocation, {"settled_at": now, "outcome": "admitted", "action_id": candidate.id})
     action_ids = [ids.get(candidate.concurrency_key) for candidate, _ in admissions]
     return [None if action_id is None else opened[action_id] for action_id in action_ids]
 

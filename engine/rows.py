@@ -33,7 +33,7 @@ decided once per process: classes are configured at import.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -41,7 +41,7 @@ from sqlalchemy import ARRAY, Column, bindparam, select
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.orm import Mapper, Session
-from sqlalchemy.orm.attributes import instance_state, set_committed_value
+from sqlalchemy.orm.attributes import instance_state
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.dml import UpdateBase
 
@@ -213,8 +213,7 @@ class Reader:
                     if held is not None:
                         if not refresh:
                             return None
-                        for key, value in zip(keys, values, strict=True):
-                            set_committed_value(held, key, value)
+                        set_committed(held, dict(zip(keys, values, strict=True)))
                         instance = held
                     else:
                         instance = mapper.class_manager.new_instance()
@@ -227,6 +226,19 @@ class Reader:
         for instance, identity in new:
             persist(session, instance, identity)
         return made
+
+
+def set_committed(instance: Any, values: Mapping[str, Any]) -> None:
+    """Set column attributes of ``instance`` as loaded, with no history events: what
+    SQLAlchemy's ``set_committed_value`` does for each key (the value put in the object's
+    ``__dict__``, the key's pending change and expiry cleared), in one call for them all.
+    Per key, it looked the attribute up and cleared its state in turn: ~4% of a worker's
+    samples under py-spy, where the engine marks what its own statements wrote (a step's
+    conclusion writes six columns, a refreshed lane or action all of them). Scalar
+    (column) attributes only."""
+    state = instance_state(instance)
+    state.dict.update(values)
+    state._commit(state.dict, values.keys())
 
 
 def copies(session: Session, instances: Sequence[Any]) -> list[Any]:

@@ -34,9 +34,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
-from sqlalchemy.orm.attributes import set_committed_value
 
-from . import broker, clock, db, history, status
+from . import broker, clock, db, history, rows, status
 from .db import Base, Id, Timestamps, partial_index
 from .errors import NoPendingActions
 
@@ -163,8 +162,7 @@ def changes(step: Step) -> dict[str, Any]:
 
 def mark_written(step: Step, changed: dict[str, Any]) -> None:
     """``changed`` is written by a statement of its own: the session holds it as stored."""
-    for key, value in changed.items():
-        set_committed_value(step, key, value)
+    rows.set_committed(step, changed)
 
 
 @functools.cache
