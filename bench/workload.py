@@ -115,13 +115,20 @@ def noop(*args: Any) -> None:
 
 # --- counting, in the worker processes ------------------------------------------------
 
-_counts: Counter[str] = Counter()
-_lock = threading.Lock()
+#: Each counting thread's counts (a thread counts in its own: a lock shared by every
+#: statement of 64 threads put 0.7% of a worker's py-spy samples in the counting itself).
+_counters: list[Counter[str]] = []
+_own = threading.local()
+_lock = threading.Lock()  # guards the list of counters
 
 
 def _add(key: str) -> None:
-    with _lock:
-        _counts[key] += 1
+    counts = getattr(_own, "counts", None)
+    if counts is None:
+        counts = _own.counts = Counter()
+        with _lock:
+            _counters.append(counts)
+    counts[key] += 1
 
 
 def install_counters() -> None:
@@ -154,7 +161,7 @@ def install_counters() -> None:
 
 
 #: The garbage collector's runs and their CPU time (µs, of the thread a run interrupts),
-#: kept apart from ``_counts``: a collection may start inside ``_lock`` (any allocation), so
+#: kept apart from the counters: a collection may start inside ``_lock`` (any allocation), so
 #: its callback takes no lock; one collection runs at a time, holding the GIL.
 _collections = {"gc": 0, "gc_us": 0, "since": 0}
 
@@ -173,7 +180,11 @@ def snapshot() -> dict[str, int]:
     from engine import group_commit
 
     with _lock:
-        counts = dict(_counts)
+        counters = list(_counters)
+    total: Counter[str] = Counter()
+    for each in counters:
+        total.update(dict(each))  # a copy: its thread may be counting meanwhile
+    counts = dict(total)
     counts["gc"], counts["gc_us"] = _collections["gc"], _collections["gc_us"]
     group = group_commit.shared()
     counts["batches"], counts["batched"] = group.batches, group.transitions
