@@ -202,14 +202,14 @@ def _advance_all(session: Session, advancing: list[_Ending], now: Any) -> None:
     for parent in advancing:
         step, action = parent.step, parent.action
         with parent.unit.collecting(session):
-            history.record(session, action, "step_concluded", step_id=step.id, status=step.status)
+            history.record(session, action, "step_concluded", step_id=step.id, status=step.status, at=now)
             if action.id not in opened:
                 session.refresh(action, ["status"])  # completed meanwhile: it stays so
                 continue
             step_id, visit = opened[action.id]
             data: dict[str, Any] = {"visit": visit} if visit > 1 else {}
             index = action.current_step_index
-            history.record(session, action, "step_started", step_id=step_id, index=index, **data)
+            history.record(session, action, "step_started", step_id=step_id, index=index, at=now, **data)
             broker.ready_after_commit(session, step_id)
 
 
@@ -268,14 +268,14 @@ def _record(session: Session, ending: _Ending, now: Any, completed: bool) -> Non
     written = {"status": status.STEP_SUCCEEDED, "completed_at": now, "retry_at": None, "updated_at": now}
     written["leased_until"] = None
     mark_written(step, {**written, "performed_at": step.performed_at or now, "result": ending.result})
-    history.record(session, action, "step_concluded", step_id=step.id, status=step.status)
+    history.record(session, action, "step_concluded", step_id=step.id, status=step.status, at=now)
     if not completed:
         return  # a timeout, a cancel or an outside completion came first
     values = {"status": status.SUCCEEDED, "completed_at": now, "updated_at": now}
     if ending.result is not None:
         values["result"] = ending.result
     rows.set_committed(action, values)
-    history.record(session, action, "completed", status=status.SUCCEEDED)
+    history.record(session, action, "completed", status=status.SUCCEEDED, at=now)
 
 
 _ACTIONS = cast(Table, Action.__table__).name

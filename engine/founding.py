@@ -119,11 +119,11 @@ def found_all(session: Session, admissions: Sequence[tuple[Action, Invocation]])
 def record(session: Session, candidate: Action, invocation: Invocation, step_id: int) -> None:
     """What follows a founded action's commit: its history, its first step's body, its
     timeout."""
-    history.record(
-        session, candidate, "admitted", lane=candidate.concurrency_key, invocation_id=invocation.id
-    )
-    history.record(session, candidate, "started")
-    history.record(session, candidate, "step_started", step_id=step_id, index=candidate.current_step_index)
+    at, key = candidate.started_at, candidate.concurrency_key  # the founding's time
+    history.record(session, candidate, "admitted", lane=key, invocation_id=invocation.id, at=at)
+    history.record(session, candidate, "started", at=at)
+    index = candidate.current_step_index
+    history.record(session, candidate, "step_started", step_id=step_id, index=index, at=at)
     broker.ready_after_commit(session, step_id)
     if candidate.timeout_seconds:
         delay = timedelta(seconds=candidate.timeout_seconds)

@@ -65,10 +65,13 @@ def record(
     by: str | None = None,
     invocation_id: int | None = None,
     step_id: int | None = None,
+    at: datetime | None = None,
     **data: Any,
 ) -> None:
     """Append one event to ``action``'s history (written when the transaction commits) and
-    log one line for it (``_level``)."""
+    log one line for it (``_level``). ``at`` is the time of the transition the event is
+    part of, when its writer read the clock already (a batch reads it once for all its
+    rows): the event's time is then its rows' time; else the clock's."""
     entry = {
         "action_id": action.id if action is not None else None,
         "root_id": action.tree_id if action is not None else None,
@@ -77,7 +80,7 @@ def record(
         "event": event,
         "cause": cause,
         "by": by,
-        "at": clock.now(),
+        "at": at or clock.now(),
         "data": data,
     }
     pending = session.info.get(_PENDING)

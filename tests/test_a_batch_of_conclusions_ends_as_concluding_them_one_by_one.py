@@ -395,3 +395,26 @@ def test_each_body_of_a_batch_gets_its_own_children_in_the_order_it_asked_for_th
         event_of_step = (ActionEvent.step_id == step_id, ActionEvent.event == "children_spawned")
         spawned = session.scalars(select(ActionEvent.data).where(*event_of_step)).one()
         assert spawned["invocations"] == [child.id for child in children]
+
+
+@pytest.mark.postgresql_only
+def test_the_events_of_a_batch_bear_the_time_its_rows_were_written(session: Session) -> None:
+    """Actions founded, and steps concluded, by a batch: their events have the rows' own
+    time (the batch reads the clock once for them all), not the clock read again each."""
+    engine.define(Car, "polish", lambda car: "shiny")
+    _, ran = bodies_of(session, "polish", 2)
+    with db.transaction() as batch:
+        batch_conclusion.conclude_all(
+            batch, [Unit(None, batch_conclusion.conclude_all, item) for item in ran]
+        )
+
+    session.expire_all()
+    for action in session.scalars(select(Action)):
+        step = session.scalars(select(Step).where(Step.action_id == action.id)).one()
+        at = {
+            event.event: event.at
+            for event in session.scalars(select(ActionEvent).filter_by(action_id=action.id))
+        }
+        assert action.status == status.SUCCEEDED
+        assert at["admitted"] == at["started"] == at["step_started"] == action.started_at
+        assert at["step_concluded"] == at["completed"] == step.completed_at == action.completed_at

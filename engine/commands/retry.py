@@ -9,6 +9,7 @@ because of this action reopen and carry on when it succeeds.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -176,7 +177,7 @@ def reopen_down(session: Session, action: Action, *, cause: str, by: str | None)
     step.status = status.STEP_PERFORMING
     step.completed_at = None
     # The attempt of a body that runs again: where the action page's attempts start.
-    again = {} if failed else {"attempt": step.attempt}
+    again: dict[str, Any] = {} if failed else {"attempt": step.attempt}
     history.record(
         session, action, "step_reopened", cause=cause, by=by, step_id=step.id, retried=len(failed), **again
     )
