@@ -97,17 +97,20 @@ def prepare(
         args = list(arguments.load(session, invocation.arguments_json))
     except (ActorNotFound, UnknownAction) as error:
         return fail_unadmitted(session, invocation, error), True
-    candidate = Action(
-        actor_type=invocation.actor_type,
-        actor_id=invocation.actor_id,
-        name=invocation.name,
-        arguments_json=invocation.arguments_json,
-        status=status.PENDING,
-        root=parent is None,
-        root_id=parent.tree_id if parent is not None else None,
-        outbound=definition.outbound,
-        job=getattr(definition.job, "actor_name", None),
-        current_step_index=0,
+    candidate = rows.transient(
+        Action,
+        {
+            "actor_type": invocation.actor_type,
+            "actor_id": invocation.actor_id,
+            "name": invocation.name,
+            "arguments_json": invocation.arguments_json,
+            "status": status.PENDING,
+            "root": parent is None,
+            "root_id": parent.tree_id if parent is not None else None,
+            "outbound": definition.outbound,
+            "job": getattr(definition.job, "actor_name", None),
+            "current_step_index": 0,
+        },
     )
     candidate.__dict__["_actor"] = actor
     candidate.__dict__["_arguments"] = args

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import JSON, ForeignKey, Index, String, text
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from . import arguments, broker, clock, registry
+from . import arguments, broker, clock, registry, rows
 from .db import Base, Id, partial_index
 from .definition import find_or_add
 
@@ -121,12 +121,15 @@ def request(actor: Any, name: str, args: Sequence[Any], parent_step: Step | None
     that cannot run fails here, in the caller."""
     find_or_add(type(actor), name).check_runnable()
     actor_type, actor_id = registry.actor_ref(actor)
-    return Invocation(
-        kind="action",
-        actor_type=actor_type,
-        actor_id=actor_id,
-        name=name,
-        arguments_json=arguments.dump(list(args)),
-        parent_step_id=parent_step.id if parent_step is not None else None,
-        created_at=clock.now(),
+    return rows.transient(
+        Invocation,
+        {
+            "kind": "action",
+            "actor_type": actor_type,
+            "actor_id": actor_id,
+            "name": name,
+            "arguments_json": arguments.dump(list(args)),
+            "parent_step_id": parent_step.id if parent_step is not None else None,
+            "created_at": clock.now(),
+        },
     )

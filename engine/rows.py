@@ -35,7 +35,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import ARRAY, Column, bindparam, select
 from sqlalchemy import inspect as sa_inspect
@@ -44,6 +44,8 @@ from sqlalchemy.orm import Mapper, Session
 from sqlalchemy.orm.attributes import instance_state
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.dml import UpdateBase
+
+T = TypeVar("T")
 
 #: Relationship loaders that read nothing when the object is loaded.
 _LAZY = frozenset({"select", "noload", "raise", "raise_on_sql", "dynamic", "write_only"})
@@ -226,6 +228,18 @@ class Reader:
         for instance, identity in new:
             persist(session, instance, identity)
         return made
+
+
+def transient(cls: type[T], values: Mapping[str, Any]) -> T:
+    """A new object of ``cls`` holding ``values`` (column attributes by key), as its
+    constructor makes one but with no attribute events: the values are put in its
+    ``__dict__``, whence a flush inserts them as it would the constructor's (an INSERT
+    reads the object's values, not their history). ~1 µs a column less: the engine makes
+    an action and an invocation so for each child a step starts (the constructors were
+    1.3% of a worker's py-spy samples)."""
+    instance = cls._sa_class_manager.new_instance()  # type: ignore[attr-defined]
+    instance.__dict__.update(values)
+    return instance  # type: ignore[no-any-return]
 
 
 def set_committed(instance: Any, values: Mapping[str, Any]) -> None:

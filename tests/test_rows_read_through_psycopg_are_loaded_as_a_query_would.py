@@ -402,3 +402,25 @@ def test_values_set_as_committed_together_are_what_setting_each_leaves(session: 
         assert {key: getattr(invocation, key) for key in values} == values
         assert not any(state.attrs[key].history.has_changes() for key in values)
         assert state.attrs.name.history.added == ["pending name"]
+
+
+def test_an_object_made_with_no_attribute_events_is_inserted_as_its_constructors(session: Session) -> None:
+    """``rows.transient`` (an admission's candidate action, a child's invocation) makes
+    the object its constructor would: added and flushed, its row is the same, defaults
+    included, and a value set afterwards is saved with it."""
+    values = {"actor_type": "Car", "actor_id": "1", "name": "drive", "arguments_json": [3]}
+    made, constructed = rows.transient(Invocation, values), Invocation(**values)
+    made.name = constructed.name = "park"
+    session.add_all([made, constructed])
+    session.commit()
+    session.expire_all()
+
+    def stored(invocation: Invocation) -> dict[str, Any]:
+        found = session.get(Invocation, invocation.id)
+        keys = [prop.key for prop in sa_inspect(Invocation).column_attrs]
+        return {key: getattr(found, key) for key in keys if key not in ("id", "created_at")}
+
+    assert stored(made) == stored(constructed)
+    assert stored(made)["name"] == "park"
+    assert (stored(made)["kind"], stored(made)["resend_count"]) == ("action", 0)  # the columns' defaults
+    assert session.get(Invocation, made.id).created_at is not None

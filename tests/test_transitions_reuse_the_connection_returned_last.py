@@ -34,4 +34,3 @@ def test_the_next_transaction_runs_on_the_connection_returned_last(
     finally:
         sa_engine.dispose()
         db.configure(database)
-
