@@ -28,6 +28,10 @@ handling: it is raised as a ``DBAPIError``, and a lost connection is invalidated
 ``db.retrying`` runs the transaction again as it would for any statement. Only psycopg 3
 connections are read so (``usable``); others use the ORM. Whether a class is plain is
 decided once per process: classes are configured at import.
+
+Two more shortcuts of the same kind, on any database: ``set_committed`` marks what the
+engine's own statements wrote as loaded, and ``transient`` makes a new object with no
+attribute events, as the engine makes candidate actions and child invocations.
 """
 
 from __future__ import annotations
