@@ -16,7 +16,6 @@ import pytest
 from sqlalchemy import event, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Mapped, Session, column_property, mapped_column, reconstructor
-from sqlalchemy.orm.attributes import set_committed_value
 
 import engine
 from engine import batch_admission, clock, concluding, db, lease, performance, registry, rows, testing
@@ -380,47 +379,3 @@ def test_actions_read_by_id_are_loaded_as_a_query_would(
         assert action.name == "read"  # unchanged unless refreshed
         assert rows.by_ids(batch, Action, ids, refresh=True) == [action]
         assert action.name == "renamed" and not batch.dirty
-
-
-def test_values_set_as_committed_together_are_what_setting_each_leaves(session: Session, car: Car) -> None:
-    """``rows.set_committed`` marks what the engine's own statements wrote: the object
-    ends as SQLAlchemy's ``set_committed_value`` for each key leaves it, a pending change
-    of one of those keys cleared, one of another key kept."""
-    engine.later(car, "drive", 5)
-    session.commit()
-    one, other = session.scalars(select(Invocation)).one(), Invocation()
-    for invocation in (one, other):
-        invocation.name, invocation.outcome = "pending name", "pending outcome"
-    values = {"outcome": "admitted", "settled_at": datetime(2026, 12, 7), "action_id": 9}
-
-    rows.set_committed(one, values)
-    for key, value in values.items():
-        set_committed_value(other, key, value)
-
-    for invocation in (one, other):
-        state = sa_inspect(invocation)
-        assert {key: getattr(invocation, key) for key in values} == values
-        assert not any(state.attrs[key].history.has_changes() for key in values)
-        assert state.attrs.name.history.added == ["pending name"]
-
-
-def test_an_object_made_with_no_attribute_events_is_inserted_as_its_constructors(session: Session) -> None:
-    """``rows.transient`` (an admission's candidate action, a child's invocation) makes
-    the object its constructor would: added and flushed, its row is the same, defaults
-    included, and a value set afterwards is saved with it."""
-    values = {"actor_type": "Car", "actor_id": "1", "name": "drive", "arguments_json": [3]}
-    made, constructed = rows.transient(Invocation, values), Invocation(**values)
-    made.name = constructed.name = "park"
-    session.add_all([made, constructed])
-    session.commit()
-    session.expire_all()
-
-    def stored(invocation: Invocation) -> dict[str, Any]:
-        found = session.get(Invocation, invocation.id)
-        keys = [prop.key for prop in sa_inspect(Invocation).column_attrs]
-        return {key: getattr(found, key) for key in keys if key not in ("id", "created_at")}
-
-    assert stored(made) == stored(constructed)
-    assert stored(made)["name"] == "park"
-    assert (stored(made)["kind"], stored(made)["resend_count"]) == ("action", 0)  # the columns' defaults
-    assert session.get(Invocation, made.id).created_at is not None
