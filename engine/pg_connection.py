@@ -20,15 +20,25 @@ metadata on the statement). psycopg builds a ``Column`` per field at each ask: ~
 action, 6% of the engine's CPU in ``bench/hotpath.py``. Here the ask returns a sequence
 that builds those columns from its own result when it is first read, so they are built
 only when something reads them.
+
+JSON values (arguments, results, history data) are read with orjson, ~5x faster than the
+``json`` module psycopg uses by default, unless ``json`` reads them otherwise: orjson reads
+an integer past 64 bits as a float, and refuses a lone surrogate or a number past a
+double's range, so a document holding a run of 19 digits or more, or that orjson refuses,
+is read by ``json`` as before.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from typing import Any, overload
 
+import orjson
 import psycopg
 from psycopg import Column, pq
+from psycopg.types.json import set_json_loads
 
 #: The results that have columns even with no fields (``SELECT;``), as psycopg's own
 #: ``description`` decides (TUPLES_CHUNK is psycopg 3.2's).
@@ -111,4 +121,20 @@ def connect(_dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Connection
     """SQLAlchemy's ``do_connect`` hook: open the engine's connections as ``Connection``."""
     connection = Connection.connect(*cargs, **cparams)
     connection.cursor_factory = Cursor
+    set_json_loads(json_loads, connection)
     return connection
+
+
+def json_loads(data: str | bytes) -> Any:
+    """A JSON document (psycopg hands over bytes) as Python values, as ``json.loads``
+    reads it."""
+    if _LONG_DIGITS.search(data if isinstance(data, bytes) else data.encode()) is None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data)
+
+
+#: A run of digits that may be an integer orjson reads as a float (past 64 bits).
+_LONG_DIGITS = re.compile(rb"\d{19}")
