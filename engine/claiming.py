@@ -129,8 +129,9 @@ def _actions_of(session: Session, steps: list[Step]) -> dict[int, Action]:
     """The actions of ``steps``, by id: those the session holds (read or written in this
     transaction), the others read together."""
     held: dict[int, Action] = {}
+    identity_map, mapper = session.identity_map, registry.mapper_of(Action)
     for step in steps:
-        action = session.identity_map.get(sa_inspect(Action).identity_key_from_primary_key((step.action_id,)))
+        action = identity_map.get(mapper.identity_key_from_primary_key((step.action_id,)))
         if action is not None:
             held[step.action_id] = action
     missing = sorted({step.action_id for step in steps} - set(held))
@@ -236,7 +237,7 @@ def _actors(session: Session, actions: list[Action]) -> dict[int, Any]:
     for action in actions:
         mapped = registry.mapped_key(action.actor_type, action.actor_id)
         if mapped is not None and rows.plain(mapped[0]):
-            wanted[action.id] = sa_inspect(mapped[0]).identity_key_from_primary_key((mapped[1],))
+            wanted[action.id] = registry.mapper_of(mapped[0]).identity_key_from_primary_key((mapped[1],))
     held = {identity: session.identity_map.get(identity) for identity in set(wanted.values())}
     missing = [(a.actor_type, a.actor_id) for a in actions if a.id in wanted and held[wanted[a.id]] is None]
     if missing:

@@ -16,6 +16,8 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import NoInspectionAvailable
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import instance_state
+from sqlalchemy.orm.base import DEFAULT_STATE_ATTR
 
 from . import rows
 from .errors import ActorNotFound, ActorTypeTaken, NotAnActor
@@ -117,7 +119,8 @@ def actor_ref(actor: object) -> tuple[str, str]:
     if service_id is not None:
         return type_name(cls), str(service_id)
     try:
-        state = sa_inspect(actor)
+        # A mapped row's state where it keeps it, else what inspect finds (or refuses).
+        state = getattr(actor, DEFAULT_STATE_ATTR, None) or sa_inspect(actor)
     except NoInspectionAvailable:
         raise NotAnActor(
             f"{cls.__name__} is not an actor: use a SQLAlchemy model row, or register the "
@@ -153,10 +156,26 @@ def load_actor(session: Session, actor_type: str, actor_id: str, *, fresh: bool 
     if service is not None:
         return service
     cls = actor_class(actor_type)
-    row = session.get(cls, _primary_key(cls, actor_id), populate_existing=fresh)
+    key = _primary_key(cls, actor_id)
+    if not fresh:
+        held = _held(session, cls, key)
+        if held is not None:
+            return held
+    row = session.get(cls, key, populate_existing=fresh)
     if row is None:
         raise ActorNotFound(f"{actor_type}/{actor_id} no longer exists")
     return row
+
+
+def _held(session: Session, cls: type, key: Any) -> object | None:
+    """The row of ``cls`` with primary key ``key`` that ``session`` holds loaded, as
+    ``Session.get`` finds it first (~10 µs less: admission reads each candidate's actor
+    so, after ``load_actors`` read them all); None when it holds none, or must load it."""
+    mapper = mapper_of(cls)
+    if mapper is None or mapper.inherits is not None:
+        return None
+    held = session.identity_map.get(mapper.identity_key_from_primary_key((key,)))
+    return None if held is None or instance_state(held).expired else held
 
 
 def mapped_key(actor_type: str, actor_id: str) -> tuple[type, Any] | None:
@@ -164,7 +183,7 @@ def mapped_key(actor_type: str, actor_id: str) -> tuple[type, Any] | None:
     service object, a class this process does not know or that is not mapped, or an id
     that is not a key of that class."""
     cls = _actor_classes.get(actor_type)
-    if cls is None or (actor_type, actor_id) in _services or sa_inspect(cls, False) is None:
+    if cls is None or (actor_type, actor_id) in _services or mapper_of(cls) is None:
         return None
     try:
         return cls, _key(cls, actor_id)
@@ -215,12 +234,26 @@ def _primary_key(cls: type, actor_id: str) -> Any:
 
 def _key(cls: type, actor_id: str) -> Any:
     """``actor_id`` as a value of the class's primary key (ValueError when it is none)."""
+    python_type = _key_type(cls)
+    return actor_id if python_type is None else python_type(actor_id)
+
+
+@cache
+def mapper_of(cls: type) -> Any:
+    """The mapper of an actor class, None for a class that is not mapped (a service's):
+    looked up once per class, where ``sqlalchemy.inspect`` took ~2 µs a call and the
+    engine asks for each action it admits, claims or concludes."""
+    return sa_inspect(cls, False)
+
+
+@cache
+def _key_type(cls: type) -> type | None:
+    """The Python type of the class's primary key, None when its column type has none."""
     column: Any = sa_inspect(cls).primary_key[0]
     try:
-        python_type = column.type.python_type
+        return column.type.python_type  # type: ignore[no-any-return]
     except NotImplementedError:
-        return actor_id
-    return python_type(actor_id)
+        return None
 
 
 def snapshot() -> tuple[dict[tuple[type, str], Definition], list[Any]]:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import ARRAY, Column, bindparam, select
 from sqlalchemy import inspect as sa_inspect
@@ -241,9 +241,15 @@ def transient(cls: type[T], values: Mapping[str, Any] | Iterable[tuple[str, Any]
     an action and an invocation so for each child a step starts (the constructors were
     1.3% of a worker's py-spy samples); ``Reader`` and ``copies`` make their objects so
     before making them persistent (``persist``)."""
-    instance: T = manager_of_class(cls).new_instance()
+    instance: T = _manager(cast(Any, cls)).new_instance()
     instance.__dict__.update(values)
     return instance
+
+
+@cache
+def _manager(cls: Any) -> Any:
+    """The class's instrumentation manager (looked up once: ~0.3 µs a call)."""
+    return manager_of_class(cls)
 
 
 def set_committed(instance: Any, values: Mapping[str, Any]) -> None:
