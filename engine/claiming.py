@@ -57,6 +57,9 @@ log = logging.getLogger("stepwise")
 
 #: How long a claim lasts unless its worker's keeper extends it.
 LEASE_TIME = timedelta(seconds=float(os.environ.get("STEPWISE_LEASE_SECONDS", "60")))
+#: The identity key of the action whose id is given (looked up once: ``inspect`` per step
+#: took ~2 µs).
+_ACTION_IDENTITY = sa_inspect(Action).identity_key_from_primary_key
 
 
 @dataclass
@@ -129,9 +132,8 @@ def _actions_of(session: Session, steps: list[Step]) -> dict[int, Action]:
     """The actions of ``steps``, by id: those the session holds (read or written in this
     transaction), the others read together."""
     held: dict[int, Action] = {}
-    identity_map, mapper = session.identity_map, registry.mapper_of(Action)
     for step in steps:
-        action = identity_map.get(mapper.identity_key_from_primary_key((step.action_id,)))
+        action = session.identity_map.get(_ACTION_IDENTITY((step.action_id,)))
         if action is not None:
             held[step.action_id] = action
     missing = sorted({step.action_id for step in steps} - set(held))

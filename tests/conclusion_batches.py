@@ -4,11 +4,9 @@ a block sends."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import event, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
@@ -109,18 +107,3 @@ def step_of(session: Session, step_id: int) -> tuple[str, Any]:
     step = session.get(Step, step_id)
     action = session.get(Action, step.action_id)  # type: ignore[union-attr]
     return action.name, action.arguments_json  # type: ignore[union-attr]
-
-
-@contextmanager
-def statements() -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        seen.append(statement)
-
-    sa_engine = db.get_engine()
-    event.listen(sa_engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(sa_engine, "before_cursor_execute", count)

@@ -7,12 +7,11 @@ alone; and what each registers for after the commit is its own transition's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import engine
@@ -20,6 +19,7 @@ from engine import batch_admission, db, status, testing
 from engine.group_commit import Unit
 from engine.invocation import Invocation
 from tests.domain import Car
+from tests.statement_helpers import statements
 
 
 def does_nothing(car: Car, *args: object) -> None:
@@ -33,21 +33,6 @@ def units_of(*items: Sequence[int]) -> list[Unit[Any]]:
 def admit_together(units: list[Unit[Any]]) -> None:
     with db.transaction() as session:
         batch_admission.admit_all(session, units)
-
-
-@contextmanager
-def statements() -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        seen.append(statement)
-
-    sa_engine = db.get_engine()
-    event.listen(sa_engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(sa_engine, "before_cursor_execute", count)
 
 
 def test_a_batch_of_admissions_ends_as_admitting_them_one_by_one(session: Session, car: Car) -> None:

@@ -14,8 +14,9 @@ from engine import batch_conclusion, db, status, step_body
 from engine.group_commit import Unit
 from engine.models import Action, Invocation, Performance, Step
 from engine.step_context import StepContext
-from tests.conclusion_batches import admit, bodies_of, declare, open_steps, run_body, statements, step_of
+from tests.conclusion_batches import admit, bodies_of, declare, open_steps, run_body, step_of
 from tests.domain import Car
+from tests.statement_helpers import statements
 
 
 @pytest.mark.postgresql_only
